@@ -1,0 +1,55 @@
+# Everything a developer or CI runs. `make help` lists the targets.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help demo test test-unit lint format crd openapi testenv system-deps clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test,dev]'
+	touch $@
+
+demo: $(STAMP) ## run the main job on the embedded default (no cluster needed)
+	$(BIN)/autoscaler demo
+
+system-deps: ## install the Debian packages the tests need (Prometheus), if missing
+	@command -v prometheus >/dev/null || { \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus; }
+
+testenv: ## build kube-apiserver, kube-controller-manager and etcd (cached outside the repo)
+	testenv/build.sh
+
+test: $(STAMP) system-deps testenv ## set everything up, then run the whole suite
+	$(BIN)/python -m pytest
+
+test-unit: $(STAMP) ## only the tests that need no servers
+	$(BIN)/python -m pytest -m 'not integration'
+
+lint: $(STAMP) ## ruff, mypy and the import contracts
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+format: $(STAMP) ## apply ruff's fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+crd: $(STAMP) ## regenerate deploy/crds from the models
+	$(BIN)/autoscaler manifests crd > deploy/crds/kubeflow.org_pytorchjobs.yaml
+
+openapi: $(STAMP) testenv ## refresh the Kubernetes types snapshot from the pinned kube-apiserver
+	$(BIN)/python -m tests.support.openapi autoscaler/api/openapi/k8s-types.json
+
+clean: ## remove the venv and caches (not the Kubernetes binaries)
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,53 @@
+"""Every API coordinate of the project, defined once: group, version, kind, names, labels."""
+
+from typing import Final
+
+GROUP: Final = "kubeflow.org"
+VERSION: Final = "v1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+KIND: Final = "PyTorchJob"
+LIST_KIND: Final = "PyTorchJobList"
+PLURAL: Final = "pytorchjobs"
+SINGULAR: Final = "pytorchjob"
+CRD_NAME: Final = f"{PLURAL}.{GROUP}"
+
+# Replica types, as the keys of spec.pytorchReplicaSpecs.
+MASTER: Final = "Master"
+WORKER: Final = "Worker"
+REPLICA_TYPES: Final = (MASTER, WORKER)
+
+# Scale subresource paths (upstream v1.6+, kubeflow/training-operator#1724).
+SCALE_SPEC_REPLICAS_PATH: Final = f".spec.pytorchReplicaSpecs.{WORKER}.replicas"
+SCALE_STATUS_REPLICAS_PATH: Final = f".status.replicaStatuses.{WORKER}.active"
+SCALE_LABEL_SELECTOR_PATH: Final = f".status.replicaStatuses.{WORKER}.selector"
+
+# Labels the operator puts on pods and services (upstream names, for compatibility).
+LABEL_PREFIX: Final = "training.kubeflow.org"
+LABEL_OPERATOR_NAME: Final = f"{LABEL_PREFIX}/operator-name"
+LABEL_JOB_NAME: Final = f"{LABEL_PREFIX}/job-name"
+LABEL_REPLICA_TYPE: Final = f"{LABEL_PREFIX}/replica-type"
+LABEL_REPLICA_INDEX: Final = f"{LABEL_PREFIX}/replica-index"
+LABEL_JOB_ROLE: Final = f"{LABEL_PREFIX}/job-role"
+OPERATOR_NAME: Final = "pytorchjob-controller"
+
+# Annotations written by this project (its own prefix, so upstream never collides).
+ANNOTATION_PREFIX: Final = "autoscaler.kubeflow.org"
+ANNOTATION_LAST_DECISION: Final = f"{ANNOTATION_PREFIX}/last-decision"
+ANNOTATION_MANAGED_BY_ENGINE: Final = f"{ANNOTATION_PREFIX}/engine"
+
+# runPolicy.managedBy values upstream accepts.
+MANAGED_BY_TRAINING_OPERATOR: Final = "kubeflow.org/training-operator"
+MANAGED_BY_MULTIKUEUE: Final = "kueue.x-k8s.io/multikueue"
+MANAGED_BY_VALUES: Final = (MANAGED_BY_TRAINING_OPERATOR, MANAGED_BY_MULTIKUEUE)
+
+# Container and port defaults (upstream pytorch_types.go).
+DEFAULT_CONTAINER_NAME: Final = "pytorch"
+DEFAULT_PORT_NAME: Final = "pytorchjob-port"
+DEFAULT_PORT: Final = 23456
+DEFAULT_RESTART_POLICY: Final = "OnFailure"
+DEFAULT_CLEAN_POD_POLICY: Final = "None"
+DEFAULT_NPROC_PER_NODE: Final = "auto"
+DEFAULT_RDZV_BACKEND: Final = "c10d"
+RDZV_BACKENDS: Final = ("c10d", "etcd", "etcd-v2")
+RESTART_POLICIES: Final = ("Always", "OnFailure", "Never", "ExitCode")
+CLEAN_POD_POLICIES: Final = ("None", "Running", "All")

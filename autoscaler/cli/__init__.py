@@ -1,0 +1,102 @@
+"""`autoscaler`: one command with subcommands."""
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from autoscaler.api.crd import crd
+from autoscaler.api.defaults import default_job
+from autoscaler.api.manifests import ManifestError, load_jobs
+from autoscaler.api.models import PyTorchJob
+from autoscaler.api.validation import validate
+
+USAGE_ERROR = 2
+DEMO_JOB = "elastic-resnet.yaml"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    command: Callable[[argparse.Namespace], int] = args.command
+    try:
+        return command(args)
+    except ManifestError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    except ValidationError as error:  # the schema accepted what the models cannot represent
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"])
+        print(f"error: {field}: {first['msg']}", file=sys.stderr)
+        return USAGE_ERROR
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="autoscaler", description=__doc__)
+    commands = root.add_subparsers(required=True, metavar="COMMAND")
+    manifests = commands.add_parser("manifests", help="print the project's Kubernetes manifests")
+    manifests.add_argument("what", choices=["crd"], help="which manifest")
+    manifests.set_defaults(command=print_manifests)
+    for name, handler, text in (
+        ("validate", validate_files, "check job manifests as the API server would"),
+        ("render", render_files, "print jobs as the operator sees them (validated, defaulted)"),
+    ):
+        sub = commands.add_parser(name, help=text)
+        sub.add_argument("-f", "--filename", type=Path, required=True, action="append")
+        sub.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+        sub.set_defaults(command=handler)
+    demo = commands.add_parser("demo", help="render the bundled example job")
+    demo.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    demo.set_defaults(command=run_demo)
+    return root
+
+
+def print_manifests(_: argparse.Namespace) -> int:
+    sys.stdout.write(dump_yaml([crd()]))
+    return 0
+
+
+def validate_files(args: argparse.Namespace) -> int:
+    for job in valid_jobs(args.filename):
+        print(f"{job['kind'].lower()}/{job['metadata'].get('name', '')} is valid")
+    return 0
+
+
+def render_files(args: argparse.Namespace) -> int:
+    jobs = [
+        default_job(PyTorchJob.model_validate(job)).to_json() for job in valid_jobs(args.filename)
+    ]
+    sys.stdout.write(dump(jobs, output=args.output))
+    return 0
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    with resources.as_file(resources.files("autoscaler.examples").joinpath(DEMO_JOB)) as path:
+        return render_files(argparse.Namespace(filename=[path], output=args.output))
+
+
+def valid_jobs(paths: Sequence[Path]) -> list[dict[str, Any]]:
+    """All jobs of the files; the first invalid one ends the command with its first error."""
+    jobs = [job for path in paths for job in load_jobs(path)]
+    for job in jobs:
+        errors = validate(job)
+        if errors:
+            name = job.get("metadata", {}).get("name", "")
+            raise ManifestError(f"{job['kind']} {name!r} is invalid: {errors[0]}")
+    return jobs
+
+
+def dump(objects: list[dict[str, Any]], *, output: str) -> str:
+    if output == "json":
+        items = {"apiVersion": "v1", "kind": "List", "items": objects}
+        return json.dumps(items if len(objects) != 1 else objects[0], indent=2) + "\n"
+    return dump_yaml(objects)
+
+
+def dump_yaml(objects: list[dict[str, Any]]) -> str:
+    return yaml.safe_dump_all(objects, sort_keys=False, width=120, default_flow_style=False)

@@ -1,0 +1,370 @@
+"""A real kube-apiserver + etcd (+ optional kube-controller-manager) for integration tests.
+
+Follows /work/shared/reference/k8s-testenv.md section 5.4: static-token authentication, RBAC,
+a serving certificate from a throwaway CA (clients verify TLS), everything on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from tests.support.processes import (
+    StartupError,
+    free_port,
+    http_get,
+    log_tail,
+    port_in_use,
+    start_process,
+    stop_process,
+    wait_until,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ADMIN_USER = "admin"
+RESTRICTED_USER = "operator-test"
+DEFAULT_CONTROLLERS = (
+    "horizontal-pod-autoscaler-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+)
+POLL = 0.1
+
+
+def binaries_dir(*, build_timeout: float = 3600.0) -> Path:
+    """The directory holding kube-apiserver, kube-controller-manager and etcd.
+
+    Runs testenv/build.sh, which only builds on a cache miss and prints the directory last.
+    AUTOSCALER_TESTENV_BIN overrides the lookup entirely.
+    """
+    override = os.environ.get("AUTOSCALER_TESTENV_BIN")
+    if override:
+        found = Path(override)
+    else:
+        result = subprocess.run(
+            ["bash", str(REPO_ROOT / "testenv" / "build.sh")],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=build_timeout,
+            check=False,
+        )
+        lines = result.stdout.strip().splitlines()
+        if result.returncode != 0 or not lines:
+            tail = "\n".join(result.stderr.splitlines()[-30:])
+            raise StartupError(
+                f"testenv/build.sh failed (exit {result.returncode}); cannot run integration "
+                f"tests without kube-apiserver/etcd.\n--- stderr tail ---\n{tail}"
+            )
+        found = Path(lines[-1])
+    missing = [
+        n
+        for n in ("kube-apiserver", "kube-controller-manager", "etcd")
+        if not (found / n).is_file()
+    ]
+    if missing:
+        raise StartupError(f"{found} lacks {', '.join(missing)}")
+    return found
+
+
+@dataclass(frozen=True)
+class _User:
+    name: str
+    uid: str
+    token: str
+    groups: tuple[str, ...]
+
+
+class ControlPlane:
+    """etcd + kube-apiserver as child processes; kube-controller-manager on demand."""
+
+    def __init__(self, *, bin_dir: Path, startup_timeout: float = 60.0) -> None:
+        self._bin = bin_dir
+        self._timeout = startup_timeout
+        self._workdir: Path | None = None
+        self._etcd: subprocess.Popen[bytes] | None = None
+        self._apiserver: subprocess.Popen[bytes] | None = None
+        self._kcm: subprocess.Popen[bytes] | None = None
+        self._users: dict[str, _User] = {}
+        self._kubeconfigs: dict[str, Path] = {}
+        self.url = ""
+        self.startup_seconds = 0.0
+        self.kcm_startup_seconds = 0.0
+
+    # -- public API ---------------------------------------------------------------------------
+
+    @property
+    def token(self) -> str:
+        return self._users[ADMIN_USER].token
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        return self._kubeconfigs[ADMIN_USER]
+
+    @property
+    def workdir(self) -> Path:
+        if self._workdir is None:
+            raise RuntimeError("control plane not started")
+        return self._workdir
+
+    def kubeconfig_for(self, user: str) -> Path:
+        """Kubeconfig of a pre-created user: 'admin' (system:masters) or 'operator-test'."""
+        return self._kubeconfigs[user]
+
+    def start(self, workdir: Path) -> None:
+        start = time.monotonic()
+        self._workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self._write_credentials()
+        for attempt in range(2):
+            try:
+                self._start_etcd_and_apiserver(attempt=attempt)
+                break
+            except StartupError:
+                logs = [self._log(f"etcd-{attempt}"), self._log(f"kube-apiserver-{attempt}")]
+                self._stop_servers()
+                if attempt == 1 or not any(port_in_use(p) for p in logs):
+                    raise
+        for user in self._users.values():
+            self._kubeconfigs[user.name] = self._write_kubeconfig(user)
+        self.startup_seconds = time.monotonic() - start
+
+    def start_controller_manager(
+        self, *, controllers: Sequence[str] = DEFAULT_CONTROLLERS
+    ) -> float:
+        """Start kube-controller-manager once; returns the seconds it took to get ready."""
+        if self._kcm is not None and self._kcm.poll() is None:
+            return self.kcm_startup_seconds
+        start = time.monotonic()
+        kubeconfig = str(self.kubeconfig_path)
+        log = self._log("kube-controller-manager")
+        self._kcm = start_process(
+            [
+                str(self._bin / "kube-controller-manager"),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                f"--controllers={','.join(controllers)}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--horizontal-pod-autoscaler-sync-period=1s",
+                "--horizontal-pod-autoscaler-downscale-stabilization=0s",
+                "--v=2",
+            ],
+            log_path=log,
+        )
+        wait_until(
+            lambda: _all_started(log, controllers),
+            timeout=self._timeout,
+            interval=POLL,
+            what=f"kube-controller-manager to start {', '.join(controllers)}",
+            log_path=log,
+            proc=self._kcm,
+        )
+        self.kcm_startup_seconds = time.monotonic() - start
+        return self.kcm_startup_seconds
+
+    def stop(self, *, remove_workdir: bool = True) -> None:
+        if self._kcm is not None:
+            stop_process(self._kcm)
+            self._kcm = None
+        self._stop_servers()
+        if remove_workdir and self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def log_tail(self, component: str, *, lines: int = 40) -> str:
+        return log_tail(self._log(component), lines=lines)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _log(self, name: str) -> Path:
+        return self.workdir / "logs" / f"{name}.log"
+
+    def _write_credentials(self) -> None:
+        key, pub = self.workdir / "sa.key", self.workdir / "sa.pub"
+        _run(["openssl", "genrsa", "-out", str(key), "2048"])
+        _run(["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(pub)])
+        self._write_serving_certificate()
+        self._users = {
+            ADMIN_USER: _User(ADMIN_USER, "admin-uid", secrets.token_hex(24), ("system:masters",)),
+            RESTRICTED_USER: _User(RESTRICTED_USER, "operator-test-uid", secrets.token_hex(24), ()),
+        }
+        rows = [
+            f'{u.token},{u.name},{u.uid},"{",".join(u.groups)}"'
+            if u.groups
+            else f"{u.token},{u.name},{u.uid}"
+            for u in self._users.values()
+        ]
+        tokens = self.workdir / "tokens.csv"
+        tokens.write_text("\n".join(rows) + "\n")
+        tokens.chmod(0o600)
+
+    @property
+    def ca_path(self) -> Path:
+        """CA that signed the apiserver's serving certificate (clients verify TLS against it)."""
+        return self.workdir / "pki" / "ca.crt"
+
+    def _write_serving_certificate(self) -> None:
+        # Our own CA rather than insecure-skip-tls-verify: urllib3 warns on unverified HTTPS,
+        # and pytest turns warnings into errors.
+        pki = self.workdir / "pki"
+        pki.mkdir(exist_ok=True)
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2"]
+        ca_key, key, csr = pki / "ca.key", pki / "server.key", pki / "server.csr"
+        _run(
+            [
+                *("openssl", "req", "-x509", *ec, "-subj", "/CN=testenv-ca"),
+                *("-keyout", str(ca_key), "-out", str(self.ca_path)),
+                *("-addext", "basicConstraints=critical,CA:TRUE"),
+                *("-addext", "keyUsage=critical,keyCertSign,cRLSign"),
+            ]
+        )
+        _run(
+            ["openssl", "req", *ec, "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(csr)]
+        )
+        ext = pki / "server.ext"
+        ext.write_text(
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+            "basicConstraints=critical,CA:FALSE\n"
+            "keyUsage=critical,digitalSignature\n"
+            "extendedKeyUsage=serverAuth\n"
+            "authorityKeyIdentifier=keyid\n"
+        )
+        _run(
+            [
+                *("openssl", "x509", "-req", "-in", str(csr), "-days", "2", "-extfile", str(ext)),
+                *("-CA", str(self.ca_path), "-CAkey", str(ca_key), "-CAcreateserial"),
+                *("-out", str(pki / "server.crt")),
+            ]
+        )
+
+    def _start_etcd_and_apiserver(self, *, attempt: int) -> None:
+        etcd_url = self._start_etcd(log=self._log(f"etcd-{attempt}"), attempt=attempt)
+        self._start_apiserver(etcd_url=etcd_url, log=self._log(f"kube-apiserver-{attempt}"))
+
+    def _start_etcd(self, *, log: Path, attempt: int) -> str:
+        client, peer = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
+        self._etcd = start_process(
+            [
+                str(self._bin / "etcd"),
+                "--name=t",
+                f"--data-dir={self.workdir / f'etcd-data-{attempt}'}",
+                f"--listen-client-urls={client}",
+                f"--advertise-client-urls={client}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=t={peer}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+            log_path=log,
+        )
+        wait_until(
+            lambda: '"health":"true"' in http_get(f"{client}/health")[1],
+            timeout=self._timeout,
+            interval=POLL,
+            what="etcd /health",
+            log_path=log,
+            proc=self._etcd,
+        )
+        return client
+
+    def _start_apiserver(self, *, etcd_url: str, log: Path) -> None:
+        port = free_port()
+        self.url = f"https://127.0.0.1:{port}"
+        self._apiserver = start_process(
+            [
+                str(self._bin / "kube-apiserver"),
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--tls-cert-file={self.workdir / 'pki' / 'server.crt'}",
+                f"--tls-private-key-file={self.workdir / 'pki' / 'server.key'}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                f"--service-account-issuer={self.url}",
+                f"--service-account-key-file={self.workdir / 'sa.pub'}",
+                f"--service-account-signing-key-file={self.workdir / 'sa.key'}",
+                f"--token-auth-file={self.workdir / 'tokens.csv'}",
+                "--authorization-mode=RBAC",
+                "--allow-privileged=true",
+                "--disable-admission-plugins=ServiceAccount",
+                "--v=1",
+            ],
+            log_path=log,
+        )
+        apiserver = self._apiserver
+
+        def wait(probe: Callable[[], bool], what: str) -> None:
+            wait_until(
+                probe, timeout=self._timeout, interval=POLL, what=what, log_path=log, proc=apiserver
+            )
+
+        wait(
+            lambda: http_get(f"{self.url}/readyz", cafile=self.ca_path) == (200, "ok"),
+            "kube-apiserver /readyz",
+        )
+        # The bootstrap controller creates 'default' just after /readyz turns ok.
+        wait(
+            lambda: (
+                http_get(
+                    f"{self.url}/api/v1/namespaces/default", token=self.token, cafile=self.ca_path
+                )[0]
+                == 200
+            ),
+            "the 'default' namespace",
+        )
+
+    def _write_kubeconfig(self, user: _User) -> Path:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "testenv",
+                    "cluster": {"server": self.url, "certificate-authority": str(self.ca_path)},
+                }
+            ],
+            "users": [{"name": user.name, "user": {"token": user.token}}],
+            "contexts": [{"name": user.name, "context": {"cluster": "testenv", "user": user.name}}],
+            "current-context": user.name,
+        }
+        path = self.workdir / f"{user.name}.kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+        return path
+
+    def _stop_servers(self) -> None:
+        for attr in ("_apiserver", "_etcd"):
+            proc: subprocess.Popen[bytes] | None = getattr(self, attr)
+            if proc is not None:
+                stop_process(proc)
+                setattr(self, attr, None)
+
+
+def _all_started(log: Path, controllers: Sequence[str]) -> bool:
+    """Every controller logged its start (1.36 wording); the GC also finished its initial sync."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    started = {
+        line.rsplit('controller="', 1)[-1].rstrip('"')
+        for line in text.splitlines()
+        if '"Controller starting..."' in line
+    }
+    gc_ready = "garbage-collector-controller" not in controllers or (
+        '"Proceeding to collect garbage"' in text
+    )
+    return started.issuperset(controllers) and gc_ready
+
+
+def _run(argv: Sequence[str]) -> None:
+    result = subprocess.run(list(argv), capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise StartupError(f"{' '.join(argv)} failed: {result.stderr.strip()}")

@@ -1,0 +1,80 @@
+"""Session fixtures for the real test environment. Failures to start are errors, never skips."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client, config
+
+from tests.support.controlplane import ControlPlane, binaries_dir
+from tests.support.prometheus import PrometheusServer
+
+_TIMINGS = pytest.StashKey[dict[str, float]]()
+
+
+def _record(request: pytest.FixtureRequest, what: str, seconds: float) -> None:
+    request.config.stash.setdefault(_TIMINGS, {})[what] = seconds
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    timings = config.stash.get(_TIMINGS, {})
+    if timings:
+        terminalreporter.section("test environment")
+        for what, seconds in timings.items():
+            terminalreporter.write_line(f"{what} started in {seconds:.1f}s")
+
+
+@pytest.fixture(scope="session")
+def control_plane(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControlPlane]:
+    plane = ControlPlane(bin_dir=binaries_dir())
+    try:
+        plane.start(tmp_path_factory.mktemp("controlplane"))
+        _record(request, "kube-apiserver+etcd", plane.startup_seconds)
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def controller_manager(request: pytest.FixtureRequest, control_plane: ControlPlane) -> ControlPlane:
+    """The control plane with kube-controller-manager (HPA, GC, namespace controllers) running."""
+    _record(request, "kube-controller-manager", control_plane.start_controller_manager())
+    return control_plane
+
+
+@pytest.fixture(scope="session")
+def kube_api(control_plane: ControlPlane) -> Iterator[client.ApiClient]:
+    api = config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(control_plane.kubeconfig_path)
+    )
+    with api:
+        yield api
+
+
+@pytest.fixture
+def namespace(kube_api: client.ApiClient) -> Iterator[str]:
+    """A fresh namespace; without namespace-controller it stays Terminating after the test."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    core = client.CoreV1Api(kube_api)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    core.delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def prometheus(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[PrometheusServer]:
+    server = PrometheusServer()
+    try:
+        server.start(tmp_path_factory.mktemp("prometheus"))
+        _record(request, "prometheus", server.startup_seconds)
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,109 @@
+"""The `autoscaler` command: good input renders, bad input exits 2 with one line, no traceback."""
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.jobs import UPSTREAM
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "autoscaler", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        check=False,
+    )
+
+
+def test_render_applies_upstream_defaults() -> None:
+    result = run("render", "-f", str(UPSTREAM / "echo.yaml"))
+    assert result.returncode == 0, result.stderr
+    job = yaml.safe_load(result.stdout)
+    assert job["spec"]["nprocPerNode"] == "auto"
+    assert job["spec"]["runPolicy"]["cleanPodPolicy"] == "None"
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
+    assert worker["restartPolicy"] == "OnFailure"
+    assert worker["template"]["spec"]["containers"][0]["ports"] == [
+        {"name": "pytorchjob-port", "containerPort": 23456}
+    ]
+
+
+def test_render_json_of_several_files_is_a_list() -> None:
+    result = run(
+        "render",
+        "-o",
+        "json",
+        "-f",
+        str(UPSTREAM / "echo.yaml"),
+        "-f",
+        str(UPSTREAM / "imagenet.yaml"),
+    )
+    assert result.returncode == 0, result.stderr
+    listing = json.loads(result.stdout)
+    assert (listing["kind"], [item["metadata"]["name"] for item in listing["items"]]) == (
+        "List",
+        ["elastic-example-echo", "elastic-example-imagenet"],
+    )
+
+
+def test_demo_renders_the_bundled_job() -> None:
+    result = run("demo")
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load(result.stdout)["metadata"]["name"] == "resnet50-elastic"
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            (UPSTREAM / "echo.yaml").read_text().replace("maxReplicas: 2", "maxReplicas: 0"),
+            "spec.elasticPolicy.maxReplicas: Invalid value: 0: spec.elasticPolicy.maxReplicas in body should be greater than or equal to 1",
+        ),
+        (
+            (UPSTREAM / "echo.yaml").read_text().replace("minReplicas: 1", "minReplicas: 3"),
+            "spec.elasticPolicy.minReplicas: Invalid value: elasticPolicy.minReplicas (3) must not exceed elasticPolicy.maxReplicas (2)",
+        ),
+        ("spec: [unclosed", "not valid YAML at line 1"),
+        ("apiVersion: v1\nkind: Pod\n", "no kubeflow.org/v1 PyTorchJob in the file"),
+    ],
+    ids=["schema", "cel", "yaml", "kind"],
+)
+def test_bad_file_exits_2_with_one_line_naming_the_field(
+    tmp_path: Path, content: str, expected: str
+) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(content)
+    for command in ("validate", "render"):
+        result = run(command, "-f", str(path))
+        assert result.returncode == 2
+        assert result.stdout == ""
+        assert len(result.stderr.splitlines()) == 1, result.stderr
+        assert expected in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_missing_file_exits_2(tmp_path: Path) -> None:
+    result = run("validate", "-f", str(tmp_path / "absent.yaml"))
+    assert (result.returncode, result.stderr.strip()) == (
+        2,
+        f"error: {tmp_path / 'absent.yaml'}: cannot read: No such file or directory",
+    )
+
+
+def test_standard_library_operator_is_not_shadowed_from_the_repo_root() -> None:
+    code = "import json, operator; print(operator.__file__)"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True
+    )
+    assert Path(result.stdout.strip()).parent == Path(sysconfig.get_paths()["stdlib"])
