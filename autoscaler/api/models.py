@@ -18,7 +18,15 @@ ReplicaType = Literal["Master", "Worker"]
 RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
 CleanPodPolicy = Literal["None", "Running", "All"]
 RdzvBackend = Literal["c10d", "etcd", "etcd-v2"]
-ConditionType = Literal["Created", "Running", "Restarting", "Succeeded", "Suspended", "Failed"]
+ConditionType = Literal[
+    "Created",
+    "Running",
+    "Restarting",
+    "Succeeded",
+    "Suspended",
+    "Failed",
+    "HorizontalPodAutoscaler",
+]
 
 # Markers read by the CRD generator: the schema of this field is the API server's own type.
 POD_TEMPLATE_SPEC = "io.k8s.api.core.v1.PodTemplateSpec"

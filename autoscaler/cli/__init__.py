@@ -16,6 +16,7 @@ from autoscaler.api.defaults import default_job
 from autoscaler.api.manifests import ManifestError, load_jobs
 from autoscaler.api.models import PyTorchJob
 from autoscaler.api.validation import validate
+from autoscaler.controller.builders import desired_objects
 
 USAGE_ERROR = 2
 DEMO_JOB = "elastic-resnet.yaml"
@@ -44,7 +45,7 @@ def parser() -> argparse.ArgumentParser:
     manifests.set_defaults(command=print_manifests)
     for name, handler, text in (
         ("validate", validate_files, "check job manifests as the API server would"),
-        ("render", render_files, "print jobs as the operator sees them (validated, defaulted)"),
+        ("render", render_files, "print every object the operator would create for the jobs"),
     ):
         sub = commands.add_parser(name, help=text)
         sub.add_argument("-f", "--filename", type=Path, required=True, action="append")
@@ -68,11 +69,18 @@ def validate_files(args: argparse.Namespace) -> int:
 
 
 def render_files(args: argparse.Namespace) -> int:
-    jobs = [
-        default_job(PyTorchJob.model_validate(job)).to_json() for job in valid_jobs(args.filename)
-    ]
-    sys.stdout.write(dump(jobs, output=args.output))
+    jobs = valid_jobs(args.filename)
+    objects = [obj for job in jobs for obj in desired_objects(operator_view(job))]
+    sys.stdout.write(dump(objects, output=args.output))
     return 0
+
+
+def operator_view(job: dict[str, Any]) -> PyTorchJob:
+    """The job as the operator reads it from the API server: defaulted, in a namespace."""
+    parsed = default_job(PyTorchJob.model_validate(job))
+    namespace = parsed.metadata.namespace or "default"
+    metadata = parsed.metadata.model_copy(update={"namespace": namespace})
+    return parsed.model_copy(update={"metadata": metadata})
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -92,11 +100,16 @@ def valid_jobs(paths: Sequence[Path]) -> list[dict[str, Any]]:
 
 
 def dump(objects: list[dict[str, Any]], *, output: str) -> str:
+    """Multi-document YAML, or a JSON `List`, as `kubectl get -o` prints several objects."""
     if output == "json":
-        items = {"apiVersion": "v1", "kind": "List", "items": objects}
-        return json.dumps(items if len(objects) != 1 else objects[0], indent=2) + "\n"
+        return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2) + "\n"
     return dump_yaml(objects)
 
 
+class _NoAliasDumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def dump_yaml(objects: list[dict[str, Any]]) -> str:
-    return yaml.safe_dump_all(objects, sort_keys=False, width=120, default_flow_style=False)
+    return yaml.dump_all(objects, Dumper=_NoAliasDumper, sort_keys=False, width=120)

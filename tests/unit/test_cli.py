@@ -25,17 +25,19 @@ def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_render_applies_upstream_defaults() -> None:
-    result = run("render", "-f", str(UPSTREAM / "echo.yaml"))
+def test_render_prints_every_object_the_operator_creates() -> None:
+    result = run("render", "-f", str(UPSTREAM / "imagenet.yaml"))
     assert result.returncode == 0, result.stderr
-    job = yaml.safe_load(result.stdout)
-    assert job["spec"]["nprocPerNode"] == "auto"
-    assert job["spec"]["runPolicy"]["cleanPodPolicy"] == "None"
-    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
-    assert worker["restartPolicy"] == "OnFailure"
-    assert worker["template"]["spec"]["containers"][0]["ports"] == [
-        {"name": "pytorchjob-port", "containerPort": 23456}
+    objects = list(yaml.safe_load_all(result.stdout))
+    assert [(obj["kind"], obj["metadata"]["name"]) for obj in objects] == [
+        ("HorizontalPodAutoscaler", "elastic-example-imagenet"),
+        ("Pod", "elastic-example-imagenet-worker-0"),
+        ("Service", "elastic-example-imagenet-worker-0"),
+        ("Pod", "elastic-example-imagenet-worker-1"),
+        ("Service", "elastic-example-imagenet-worker-1"),
     ]
+    assert all(obj["metadata"]["ownerReferences"][0]["uid"] == "" for obj in objects)
+    assert "&id" not in result.stdout  # plain YAML, no anchors
 
 
 def test_render_json_of_several_files_is_a_list() -> None:
@@ -50,16 +52,15 @@ def test_render_json_of_several_files_is_a_list() -> None:
     )
     assert result.returncode == 0, result.stderr
     listing = json.loads(result.stdout)
-    assert (listing["kind"], [item["metadata"]["name"] for item in listing["items"]]) == (
-        "List",
-        ["elastic-example-echo", "elastic-example-imagenet"],
-    )
+    assert (listing["apiVersion"], listing["kind"]) == ("v1", "List")
+    assert [item["kind"] for item in listing["items"]].count("Pod") == 4
 
 
 def test_demo_renders_the_bundled_job() -> None:
     result = run("demo")
     assert result.returncode == 0, result.stderr
-    assert yaml.safe_load(result.stdout)["metadata"]["name"] == "resnet50-elastic"
+    names = [obj["metadata"]["name"] for obj in yaml.safe_load_all(result.stdout)]
+    assert names[:2] == ["resnet50-elastic-worker-0", "resnet50-elastic-worker-0"]
 
 
 @pytest.mark.parametrize(

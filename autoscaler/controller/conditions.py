@@ -1,0 +1,82 @@
+"""Job conditions with upstream's mechanics (`pkg/util/status.go`), as pure functions."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from autoscaler.api.models import JSON
+
+CREATED, RUNNING, RESTARTING = "Created", "Running", "Restarting"
+SUCCEEDED, SUSPENDED, FAILED = "Succeeded", "Suspended", "Failed"
+# Not an upstream lifecycle condition: it is kept first so `conditions[-1]` stays the state.
+HPA_CONDITION = "HorizontalPodAutoscaler"
+REASON_PREFIX = "PyTorchJob"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Condition:
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
+def reason(suffix: str) -> str:
+    return f"{REASON_PREFIX}{suffix}"
+
+
+def timestamp(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def has_condition(conditions: list[JSON], type_: str, status: str = "True") -> bool:
+    return any(cond["type"] == type_ and cond["status"] == status for cond in conditions)
+
+
+def is_finished(conditions: list[JSON]) -> bool:
+    return has_condition(conditions, SUCCEEDED) or has_condition(conditions, FAILED)
+
+
+def set_condition(conditions: list[JSON], new: Condition, *, now: datetime) -> list[JSON]:
+    """Upstream `setCondition`: nothing after Failed; no-op on same status and reason."""
+    if has_condition(conditions, FAILED):
+        return conditions
+    current = next((cond for cond in conditions if cond["type"] == new.type), None)
+    if current and current["status"] == new.status and current.get("reason") == new.reason:
+        return conditions
+    stamp = timestamp(now)
+    kept = current is not None and current["status"] == new.status
+    entry = {
+        "type": new.type,
+        "status": new.status,
+        "reason": new.reason,
+        "message": new.message,
+        "lastUpdateTime": stamp,
+        "lastTransitionTime": current["lastTransitionTime"] if current and kept else stamp,
+    }
+    return [*_filter_out(conditions, new.type), entry]
+
+
+def _filter_out(conditions: list[JSON], type_: str) -> list[JSON]:
+    out = []
+    for cond in conditions:
+        if cond["type"] == type_ or {cond["type"], type_} == {RUNNING, RESTARTING}:
+            continue
+        finishing = type_ in (FAILED, SUCCEEDED) and cond["type"] == RUNNING
+        out.append({**cond, "status": "False"} if finishing else cond)
+    return out
+
+
+def set_side_condition(
+    conditions: list[JSON], new: Condition | None, *, now: datetime
+) -> list[JSON]:
+    """Set (or, with None, remove) a non-lifecycle condition, kept at the front of the list."""
+    current = next((cond for cond in conditions if cond["type"] == HPA_CONDITION), None)
+    rest = [cond for cond in conditions if cond["type"] != HPA_CONDITION]
+    if new is None:
+        return rest
+    if current and (current["status"], current.get("reason")) == (new.status, new.reason):
+        return [current, *rest]
+    stamp = timestamp(now)
+    entry: dict[str, Any] = {**new.__dict__, "lastUpdateTime": stamp, "lastTransitionTime": stamp}
+    return [entry, *rest]

@@ -1,0 +1,102 @@
+"""The torchrun environment of a pod, in upstream's order (reference §2.2), plus §10's fixes."""
+
+from typing import Any
+
+from autoscaler.api import coordinates as c
+from autoscaler.api.models import JSON, PyTorchJob, ReplicaSpec
+from autoscaler.controller.naming import replica_name
+
+# §10.9: without it every scale-up hangs on a rendezvous store key (torchrun-elastic.md §3.2).
+DISABLE_SHARED_STORE = {"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "1"}
+
+
+class MissingPortError(ValueError):
+    """The `pytorch` container of a replica spec has no `pytorchjob-port` port."""
+
+
+def torchrun_env(job: PyTorchJob, *, replica_type: str, index: int) -> list[JSON]:
+    """The variables appended to every container of a pod; `job` must be defaulted."""
+    env = [_var("PYTHONUNBUFFERED", "1")]
+    if job.master is not None:
+        env += _master_env(job, replica_type=replica_type, index=index)
+    if job.spec.nproc_per_node is not None:
+        env.append(_var("PET_NPROC_PER_NODE", job.spec.nproc_per_node))
+    if job.spec.elastic_policy is not None:
+        env += elastic_env(job)
+    else:
+        env.append(_var("PET_NNODES", str(total_replicas(job))))
+    return env
+
+
+def _master_env(job: PyTorchJob, *, replica_type: str, index: int) -> list[JSON]:
+    assert job.master is not None
+    port = str(pytorch_port(job.master))
+    address = replica_name(job_name=job.name, replica_type=c.MASTER, index=0)
+    rank = str(index if replica_type == c.MASTER else index + 1)
+    return [
+        _var("MASTER_PORT", port),
+        _var("PET_MASTER_PORT", port),
+        _var("MASTER_ADDR", address),
+        _var("PET_MASTER_ADDR", address),
+        _var("WORLD_SIZE", str(total_replicas(job) * procs_per_node(job))),
+        _var("RANK", rank),
+        _var("PET_NODE_RANK", rank),
+    ]
+
+
+def elastic_env(job: PyTorchJob) -> list[JSON]:
+    policy = job.spec.elastic_policy
+    assert policy is not None
+    assert job.worker is not None
+    host = policy.rdzv_host or replica_name(job_name=job.name, replica_type=c.WORKER, index=0)
+    port = policy.rdzv_port or pytorch_port(job.worker)
+    env = [
+        _var("PET_RDZV_ENDPOINT", f"{host}:{port}"),
+        _var("PET_RDZV_BACKEND", policy.rdzv_backend or c.DEFAULT_RDZV_BACKEND),
+        _var("PET_NNODES", f"{policy.min_replicas}:{policy.max_replicas}"),
+    ]
+    optional = [
+        ("PET_MAX_RESTARTS", policy.max_restarts),
+        ("PET_NPROC_PER_NODE", policy.n_proc_per_node),
+        ("PET_RDZV_ID", policy.rdzv_id),
+        ("PET_RDZV_CONF", ",".join(f"{kv.key}={kv.value}" for kv in policy.rdzv_conf or [])),
+        ("PET_STANDALONE", "1" if policy.standalone else None),  # §10.3: upstream writes ""
+    ]
+    return env + [_var(name, str(value)) for name, value in optional if value not in (None, "")]
+
+
+def with_env(container: JSON, *, env: list[JSON], elastic: bool) -> JSON:
+    """The container with `env` appended after its own variables (upstream's order)."""
+    own = list(container.get("env") or [])
+    extra = list(env)
+    if elastic and DISABLE_SHARED_STORE["name"] not in {var.get("name") for var in own}:
+        extra.append(dict(DISABLE_SHARED_STORE))
+    return {**container, "env": own + extra}
+
+
+def total_replicas(job: PyTorchJob) -> int:
+    return sum(spec.replicas or 0 for spec in job.spec.pytorch_replica_specs.values())
+
+
+def procs_per_node(job: PyTorchJob) -> int:
+    """`nprocPerNode` as a number; `auto`, `cpu`, `gpu` and unset count as 1 (upstream)."""
+    value = job.spec.nproc_per_node or ""
+    return int(value) if value.isdigit() else 1
+
+
+def pytorch_port(spec: ReplicaSpec) -> int:
+    for container in _containers(spec):
+        if container.get("name") == c.DEFAULT_CONTAINER_NAME:
+            for port in container.get("ports") or []:
+                if port.get("name") == c.DEFAULT_PORT_NAME:
+                    return int(port["containerPort"])
+    raise MissingPortError(f'container "pytorch" has no port named "{c.DEFAULT_PORT_NAME}"')
+
+
+def _containers(spec: ReplicaSpec) -> list[JSON]:
+    template: dict[str, Any] = spec.template or {}
+    return list((template.get("spec") or {}).get("containers") or [])
+
+
+def _var(name: str, value: str) -> JSON:
+    return {"name": name, "value": value}

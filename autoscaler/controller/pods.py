@@ -1,0 +1,44 @@
+"""Reading the facts the operator needs from observed pods and services (plain JSON)."""
+
+from autoscaler.api import coordinates as c
+from autoscaler.api.models import JSON
+
+NO_EXIT_CODE = None
+
+
+def phase(pod: JSON) -> str:
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def is_terminating(obj: JSON) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def replica_type_of(obj: JSON) -> str | None:
+    """`Worker`/`Master` from the lowercase replica-type label."""
+    label = ((obj.get("metadata") or {}).get("labels") or {}).get(c.LABEL_REPLICA_TYPE, "")
+    return next((known for known in c.REPLICA_TYPES if known.lower() == label), None)
+
+
+def replica_index(obj: JSON) -> int | None:
+    label = ((obj.get("metadata") or {}).get("labels") or {}).get(c.LABEL_REPLICA_INDEX, "")
+    return int(label) if label.isdigit() else None
+
+
+def exit_code(pod: JSON) -> int | None:
+    """The terminated exit code of the `pytorch` container, if it has one."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == c.DEFAULT_CONTAINER_NAME:
+            terminated = (status.get("state") or {}).get("terminated") or {}
+            code = terminated.get("exitCode")
+            return int(code) if code is not None else None
+    return NO_EXIT_CODE
+
+
+def restart_count(pod: JSON) -> int:
+    status = pod.get("status") or {}
+    containers = [
+        *(status.get("initContainerStatuses") or []),
+        *(status.get("containerStatuses") or []),
+    ]
+    return sum(int(container.get("restartCount") or 0) for container in containers)

@@ -1,0 +1,419 @@
+"""The reconcile step as a pure function: (job, observed objects, now) -> a plan of writes.
+
+Mirrors upstream's `Reconcile` (reference §5): HPA first, then finished/suspended/failed
+handling, then pods and services slot by slot, then status. The loop in `operator.py` applies
+the plan through `autoscaler.clients`; nothing here does I/O or reads the clock.
+"""
+
+import copy
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from autoscaler.api import coordinates as c
+from autoscaler.api.defaults import default_job
+from autoscaler.api.models import JSON, PyTorchJob
+from autoscaler.controller import conditions as cond
+from autoscaler.controller.builders import desired_hpa, desired_pod, desired_service
+from autoscaler.controller.naming import replica_selector
+from autoscaler.controller.pods import (
+    exit_code,
+    is_terminating,
+    phase,
+    replica_index,
+    replica_type_of,
+    restart_count,
+)
+from autoscaler.controller.status import count_replicas, is_subset
+
+RETRYABLE_EXIT = 128  # ExitCode policy: codes >= 128 (signals) and "no exit code" are retried
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Observed:
+    """The job's pods and services (controlled by it), and the HPA named like it, if any."""
+
+    pods: list[JSON] = field(default_factory=list)
+    services: list[JSON] = field(default_factory=list)
+    hpa: JSON | None = None
+
+
+@dataclass
+class Plan:
+    create: list[JSON] = field(default_factory=list)
+    delete: list[tuple[str, str]] = field(default_factory=list)  # (kind, name)
+    update: list[JSON] = field(default_factory=list)
+    status: JSON | None = None  # the new status, only when it changed
+    events: list[Event] = field(default_factory=list)
+    requeue_after: float | None = None
+    delete_job: bool = False
+
+    @property
+    def writes(self) -> int:
+        changes = len(self.create) + len(self.delete) + len(self.update) + len(self.events)
+        return changes + (self.status is not None) + self.delete_job
+
+
+def plan(job: JSON, observed: Observed, *, now: datetime) -> Plan:
+    """Everything the operator should write for `job` now, given what exists."""
+    parsed = PyTorchJob.model_validate(job)
+    managed_by = parsed.spec.run_policy.managed_by
+    if managed_by not in (None, c.MANAGED_BY_TRAINING_OPERATOR):
+        return Plan()
+    if (job.get("metadata") or {}).get("deletionTimestamp"):
+        return Plan()
+    return _Planner(default_job(parsed), observed, now=now, status=job.get("status") or {}).run()
+
+
+class _Planner:
+    def __init__(self, job: PyTorchJob, observed: Observed, *, now: datetime, status: JSON) -> None:
+        self.job, self.observed, self.now = job, observed, now
+        self.old_status = status
+        self.status: dict[str, Any] = copy.deepcopy(status)
+        self.status["conditions"] = list(self.status.get("conditions") or [])
+        self.result = Plan()
+
+    # -- the pass ----------------------------------------------------------------------------
+
+    def run(self) -> Plan:
+        if not self.status["conditions"]:
+            self.condition(
+                cond.CREATED, "True", "Created", f"PyTorchJob {self.job.name} is created."
+            )
+        self.reconcile_hpa()
+        if cond.is_finished(self.status["conditions"]):
+            self.finish()
+        elif self.job.spec.run_policy.suspend:
+            self.suspend()
+        else:
+            self.resume_if_suspended()
+            failure = self.past_limits()
+            if failure:
+                self.fail_job(failure)
+            else:
+                self.reconcile_replicas()
+        return self.done()
+
+    def done(self) -> Plan:
+        new = {key: value for key, value in self.status.items() if value not in (None, [], {})}
+        old = {key: value for key, value in self.old_status.items() if value not in (None, [], {})}
+        if new != old:
+            self.result.status = new
+        return self.result
+
+    # -- HPA (§3, §10.5) -----------------------------------------------------------------------
+
+    def reconcile_hpa(self) -> None:
+        desired = None if self.job.spec.run_policy.suspend else desired_hpa(self.job)
+        current = self.observed.hpa
+        if current is not None and not self.owns(current):
+            if desired is not None:
+                self.hpa_not_owned(current)
+            return
+        self.status["conditions"] = cond.set_side_condition(
+            self.status["conditions"], None, now=self.now
+        )
+        if desired is None:
+            if current is not None:
+                self.result.delete.append(("HorizontalPodAutoscaler", self.job.name))
+        elif current is None:
+            self.result.create.append(desired)
+        elif not is_subset(desired["spec"], current.get("spec") or {}):
+            resource_version = current["metadata"].get("resourceVersion")
+            desired["metadata"]["resourceVersion"] = resource_version
+            self.result.update.append(desired)
+
+    def hpa_not_owned(self, hpa: JSON) -> None:
+        message = (
+            f"HorizontalPodAutoscaler {self.job.name} exists and is not owned by this job: "
+            "it is left alone, so elasticPolicy.metrics are not applied"
+        )
+        before = self.status["conditions"]
+        new = cond.Condition(
+            type=cond.HPA_CONDITION, status="False", reason="HPANotOwned", message=message
+        )
+        self.status["conditions"] = cond.set_side_condition(before, new, now=self.now)
+        if self.status["conditions"] is not before and self.status["conditions"] != before:
+            self.event("Warning", "HPANotOwned", message)
+
+    def owns(self, obj: JSON) -> bool:
+        refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+        return any(
+            ref.get("controller") and ref.get("uid") == self.job.metadata.uid for ref in refs
+        )
+
+    # -- finished, suspended, failed (§5.4, §5.6) ----------------------------------------------
+
+    def finish(self) -> None:
+        policy = self.job.spec.run_policy.clean_pod_policy
+        for pod in self.observed.pods:
+            if policy == "All" or (policy == "Running" and phase(pod) in ("Running", "Pending")):
+                self.delete_pod_and_service(pod)
+        if cond.has_condition(self.status["conditions"], cond.SUCCEEDED):
+            for counts in (self.status.get("replicaStatuses") or {}).values():
+                counts["succeeded"] = counts.get("succeeded", 0) + counts.pop("active", 0)
+        self.expire_after_ttl()
+
+    def expire_after_ttl(self) -> None:
+        ttl = self.job.spec.run_policy.ttl_seconds_after_finished
+        completed = self.status.get("completionTime")
+        if ttl is None or completed is None:
+            return
+        remaining = (_parse_time(completed) + timedelta(seconds=ttl) - self.now).total_seconds()
+        if remaining <= 0:
+            self.result.delete_job = True
+        else:
+            self.result.requeue_after = remaining
+
+    def suspend(self) -> None:
+        for pod in self.observed.pods:
+            self.delete_pod_and_service(pod)
+        for counts in (self.status.get("replicaStatuses") or {}).values():
+            counts.pop("active", None)
+        message = f"PyTorchJob {self.job.name} is suspended."
+        if cond.has_condition(self.status["conditions"], cond.RUNNING):
+            self.condition(cond.RUNNING, "False", "Suspended", message)
+        if not cond.has_condition(self.status["conditions"], cond.SUSPENDED):
+            self.condition(cond.SUSPENDED, "True", "Suspended", message)
+            self.event("Normal", cond.reason("Suspended"), message)
+
+    def resume_if_suspended(self) -> None:
+        if cond.has_condition(self.status["conditions"], cond.SUSPENDED):
+            message = f"PyTorchJob {self.job.name} is resumed."
+            self.condition(cond.SUSPENDED, "False", "Resumed", message)
+            self.event("Normal", cond.reason("Resumed"), message)
+            self.status["startTime"] = cond.timestamp(self.now)
+
+    def past_limits(self) -> str | None:
+        """Why the job must fail now (backoff limit or deadline), else None."""
+        policy = self.job.spec.run_policy
+        if policy.backoff_limit is not None and self.past_backoff_limit(policy.backoff_limit):
+            return "it has reached the specified backoff limit"
+        deadline, started = policy.active_deadline_seconds, self.status.get("startTime")
+        if deadline is not None and started is not None:
+            remaining = deadline - (self.now - _parse_time(started)).total_seconds()
+            if remaining <= 0:
+                return "it was active longer than specified deadline"
+            self.result.requeue_after = remaining
+        return None
+
+    def past_backoff_limit(self, limit: int) -> bool:
+        restarting = {
+            name
+            for name, spec in self.job.spec.pytorch_replica_specs.items()
+            if spec.restart_policy != "Never"
+        }
+        pods = [pod for pod in self.observed.pods if replica_type_of(pod) in restarting]
+        restarts = sum(restart_count(pod) for pod in pods if phase(pod) == "Running")
+        if restarts >= limit if limit > 0 else restarts > 0:
+            return True
+        # New whole-pod failures count only against a limit of 0 (upstream's requeue counter).
+        failed_now = sum(phase(pod) == "Failed" for pod in self.observed.pods)
+        failed_before = sum(
+            s.get("failed", 0) for s in (self.status.get("replicaStatuses") or {}).values()
+        )
+        return limit == 0 and failed_now > failed_before
+
+    def fail_job(self, why: str) -> None:
+        for pod in self.observed.pods:
+            self.delete_pod_and_service(pod)
+        self.status.setdefault("completionTime", cond.timestamp(self.now))
+        message = f"Job {self.job.name} has failed because {why}"
+        self.condition(cond.FAILED, "True", "Failed", message)
+        self.event("Normal", cond.reason("Failed"), message)
+
+    # -- pods and services (§5.3, §5.5, §10.6, §10.7, §10.10, §10.11) --------------------------
+
+    def reconcile_replicas(self) -> None:
+        statuses: dict[str, JSON] = {}
+        for replica_type in c.REPLICA_TYPES:
+            spec = self.job.spec.pytorch_replica_specs.get(replica_type)
+            if spec is not None:
+                statuses[replica_type] = self.reconcile_type(
+                    replica_type, replicas=spec.replicas or 0
+                )
+                self.reconcile_services(replica_type, replicas=spec.replicas or 0)
+        self.status.setdefault("startTime", cond.timestamp(self.now))
+        self.status["replicaStatuses"] = statuses
+        self.update_conditions(statuses)
+
+    def reconcile_type(self, replica_type: str, *, replicas: int) -> JSON:
+        slots = self.slots(self.observed.pods, replica_type)
+        if self.lost_rendezvous_host(replica_type, slots):
+            return self.restart_group(replica_type, slots)
+        in_range: list[JSON] = []
+        for index in range(max(replicas, max(slots, default=-1) + 1)):
+            pods = slots.get(index, [])
+            if not pods:
+                if index < replicas:
+                    self.result.create.append(
+                        desired_pod(self.job, replica_type=replica_type, index=index)
+                    )
+                continue
+            if index >= replicas:  # scale-down: highest indices go; never counted as failures
+                for pod in pods:
+                    self.delete(pod)
+                continue
+            in_range.extend(pods)
+            self.handle_exit(pods[0], replica_type)
+        counts = count_replicas(in_range)
+        return {
+            **counts,
+            "selector": replica_selector(job_name=self.job.name, replica_type=replica_type),
+        }
+
+    def lost_rendezvous_host(self, replica_type: str, slots: dict[int, list[JSON]]) -> bool:
+        """§10.10: worker-0 of an elastic job is gone (failed or deleted) while others remain."""
+        if replica_type != c.WORKER or self.job.spec.elastic_policy is None:
+            return False
+        others = [pod for index, pods in slots.items() if index > 0 for pod in pods]
+        worker_0 = slots.get(0, [])
+        if not worker_0:
+            return bool(others)
+        restart = self.job.spec.pytorch_replica_specs[c.WORKER].restart_policy != "Never"
+        return restart and phase(worker_0[0]) == "Failed" and bool(others)
+
+    def restart_group(self, replica_type: str, slots: dict[int, list[JSON]]) -> JSON:
+        for pods in slots.values():
+            for pod in pods:
+                self.delete(pod)
+        message = (
+            f"PyTorchJob {self.job.name} is restarting all workers because worker-0, "
+            "the rendezvous host, was lost."
+        )
+        if not cond.has_condition(self.status["conditions"], cond.RESTARTING):
+            self.event("Warning", cond.reason("Restarting"), message)
+        self.condition(cond.RESTARTING, "True", "Restarting", message)
+        return {"selector": replica_selector(job_name=self.job.name, replica_type=replica_type)}
+
+    def handle_exit(self, pod: JSON, replica_type: str) -> None:
+        if phase(pod) != "Failed":
+            return
+        policy = self.job.spec.pytorch_replica_specs[replica_type].restart_policy
+        code = exit_code(pod)
+        retry = policy in ("OnFailure", "Always") or (
+            policy == "ExitCode" and (code is None or code >= RETRYABLE_EXIT)
+        )
+        if code is not None and (retry or policy == "ExitCode"):
+            where = f"{pod['metadata'].get('namespace')}.{pod['metadata']['name']}"
+            self.event("Normal", "ExitedWithCode", f"Pod: {where} exited with code {code}")
+        if retry:
+            self.delete(pod)
+            message = f"job {self.job.name} is restarting because {replica_type} replica(s) failed."
+            self.event("Warning", cond.reason("Restarting"), message)
+            self.condition(cond.RESTARTING, "True", "Restarting", message)
+        elif policy == "ExitCode":
+            self.status.setdefault("completionTime", cond.timestamp(self.now))
+            message = (
+                f'job "{self.job.name}" is failing because "{replica_type}" replica(s) failed.'
+            )
+            self.condition(cond.FAILED, "True", "Failed", message)
+
+    def reconcile_services(self, replica_type: str, *, replicas: int) -> None:
+        slots = self.slots(self.observed.services, replica_type)
+        for index in range(max(replicas, max(slots, default=-1) + 1)):
+            services = slots.get(index, [])
+            if not services and index < replicas:
+                self.result.create.append(
+                    desired_service(self.job, replica_type=replica_type, index=index)
+                )
+            elif index >= replicas:
+                self.result.delete.extend(("Service", svc["metadata"]["name"]) for svc in services)
+
+    def update_conditions(self, statuses: dict[str, JSON]) -> None:
+        """Upstream `UpdateJobStatus`: Running, Succeeded (elastic: any worker), failures."""
+        for replica_type, counts in statuses.items():
+            spec = self.job.spec.pytorch_replica_specs[replica_type]
+            replicas, succeeded = spec.replicas or 0, counts.get("succeeded", 0)
+            running, failed = counts.get("active", 0), counts.get("failed", 0)
+            if self.update_lifecycle(
+                replica_type, replicas=replicas, running=running, succeeded=succeeded
+            ):
+                return
+            if failed > 0 and replicas > succeeded + running:
+                self.replica_failures(
+                    replica_type, failed=failed, never=spec.restart_policy == "Never"
+                )
+
+    def update_lifecycle(
+        self, replica_type: str, *, replicas: int, running: int, succeeded: int
+    ) -> bool:
+        """Running/Succeeded for the type that drives the job; True when a Master completed."""
+        name, expected = self.job.name, replicas - succeeded
+        if self.job.master is not None:
+            if replica_type != c.MASTER:
+                return False
+            if running > 0:
+                self.condition(cond.RUNNING, "True", "Running", f"PyTorchJob {name} is running.")
+            if expected == 0:
+                self.succeed(f"PyTorchJob {name} is successfully completed.")
+                return True
+            return False
+        qualified = f"{self.job.metadata.namespace}/{name}"
+        elastic_done = self.job.spec.elastic_policy is not None and succeeded > 0
+        if expected == 0 or elastic_done:
+            self.succeed(f"PyTorchJob {qualified} successfully completed.")
+        elif running > 0:
+            self.condition(cond.RUNNING, "True", "Running", f"PyTorchJob {qualified} is running.")
+        return False
+
+    def succeed(self, message: str) -> None:
+        if not cond.has_condition(self.status["conditions"], cond.SUCCEEDED):
+            self.event("Normal", cond.reason("Succeeded"), message)
+        self.status.setdefault("completionTime", cond.timestamp(self.now))
+        self.condition(cond.SUCCEEDED, "True", "Succeeded", message)
+
+    def replica_failures(self, replica_type: str, *, failed: int, never: bool) -> None:
+        what = f"because {failed} {replica_type} replica(s) failed."
+        if never:
+            self.status.setdefault("completionTime", cond.timestamp(self.now))
+            self.condition(
+                cond.FAILED, "True", "Failed", f"PyTorchJob {self.job.name} is failed {what}"
+            )
+        else:
+            self.condition(
+                cond.RESTARTING,
+                "True",
+                "Restarting",
+                f"PyTorchJob {self.job.name} is restarting {what}",
+            )
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def slots(self, objects: list[JSON], replica_type: str) -> dict[int, list[JSON]]:
+        slots: dict[int, list[JSON]] = {}
+        for obj in objects:
+            index = replica_index(obj)
+            if replica_type_of(obj) == replica_type and index is not None:
+                slots.setdefault(index, []).append(obj)
+        return slots
+
+    def delete(self, pod: JSON) -> None:
+        if not is_terminating(pod):
+            self.result.delete.append(("Pod", pod["metadata"]["name"]))
+
+    def delete_pod_and_service(self, pod: JSON) -> None:
+        self.delete(pod)
+        name = pod["metadata"]["name"]
+        if any(svc["metadata"]["name"] == name for svc in self.observed.services):
+            self.result.delete.append(("Service", name))
+
+    def condition(self, type_: str, status: str, reason_suffix: str, message: str) -> None:
+        new = cond.Condition(
+            type=type_, status=status, reason=cond.reason(reason_suffix), message=message
+        )
+        self.status["conditions"] = cond.set_condition(self.status["conditions"], new, now=self.now)
+
+    def event(self, type_: str, reason: str, message: str) -> None:
+        self.result.events.append(Event(type=type_, reason=reason, message=message))
+
+
+def _parse_time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))

@@ -1,0 +1,157 @@
+"""The torchrun environment, in upstream's order (reference §2.2, §2.3) and §10's fixes."""
+
+from typing import Any
+
+import pytest
+
+from autoscaler.api import PyTorchJob, default_job
+from autoscaler.controller.env import torchrun_env, with_env
+
+CONTAINER = {"name": "pytorch", "image": "img"}
+
+
+def job(*, master: bool = False, workers: int = 2, **spec: Any) -> PyTorchJob:
+    template = {"spec": {"containers": [dict(CONTAINER)]}}
+    specs: dict[str, Any] = {"Worker": {"replicas": workers, "template": template}}
+    if master:
+        specs["Master"] = {"replicas": 1, "template": template}
+    raw = {
+        "metadata": {"name": "j", "namespace": "ns"},
+        "spec": {"pytorchReplicaSpecs": specs, **spec},
+    }
+    return default_job(PyTorchJob.model_validate(raw))
+
+
+def env_of(j: PyTorchJob, replica_type: str = "Worker", index: int = 0) -> list[tuple[str, str]]:
+    return [
+        (var["name"], var["value"])
+        for var in torchrun_env(j, replica_type=replica_type, index=index)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        (
+            "non-elastic, Worker only",
+            [("PYTHONUNBUFFERED", "1"), ("PET_NPROC_PER_NODE", "auto"), ("PET_NNODES", "2")],
+        ),
+        (
+            "non-elastic, Master+Worker, worker 1",
+            [
+                ("PYTHONUNBUFFERED", "1"),
+                ("MASTER_PORT", "23456"),
+                ("PET_MASTER_PORT", "23456"),
+                ("MASTER_ADDR", "j-master-0"),
+                ("PET_MASTER_ADDR", "j-master-0"),
+                ("WORLD_SIZE", "6"),
+                ("RANK", "2"),
+                ("PET_NODE_RANK", "2"),
+                ("PET_NPROC_PER_NODE", "2"),
+                ("PET_NNODES", "3"),
+            ],
+        ),
+        (
+            "elastic, Worker only, every field",
+            [
+                ("PYTHONUNBUFFERED", "1"),
+                ("PET_NPROC_PER_NODE", "auto"),
+                ("PET_RDZV_ENDPOINT", "etcd-client:2379"),
+                ("PET_RDZV_BACKEND", "etcd"),
+                ("PET_NNODES", "1:4"),
+                ("PET_MAX_RESTARTS", "3"),
+                ("PET_RDZV_ID", "run-1"),
+                ("PET_RDZV_CONF", "last_call_timeout=5,keep_alive_interval=2"),
+                ("PET_STANDALONE", "1"),
+            ],
+        ),
+        (
+            "elastic, defaults, deprecated nProcPerNode",
+            [
+                ("PYTHONUNBUFFERED", "1"),
+                ("PET_RDZV_ENDPOINT", "j-worker-0:23456"),
+                ("PET_RDZV_BACKEND", "c10d"),
+                ("PET_NNODES", "2:2"),
+                ("PET_NPROC_PER_NODE", "4"),
+            ],
+        ),
+        (
+            "elastic, Master+Worker, master",
+            [
+                ("PYTHONUNBUFFERED", "1"),
+                ("MASTER_PORT", "23456"),
+                ("PET_MASTER_PORT", "23456"),
+                ("MASTER_ADDR", "j-master-0"),
+                ("PET_MASTER_ADDR", "j-master-0"),
+                ("WORLD_SIZE", "3"),
+                ("RANK", "0"),
+                ("PET_NODE_RANK", "0"),
+                ("PET_NPROC_PER_NODE", "auto"),
+                ("PET_RDZV_ENDPOINT", "j-worker-0:23456"),
+                ("PET_RDZV_BACKEND", "c10d"),
+                ("PET_NNODES", "1:3"),
+            ],
+        ),
+    ],
+)
+def test_env_order_and_values(case: str, expected: list[tuple[str, str]]) -> None:
+    jobs = {
+        "non-elastic, Worker only": (job(), "Worker", 0),
+        "non-elastic, Master+Worker, worker 1": (job(master=True, nprocPerNode="2"), "Worker", 1),
+        "elastic, Worker only, every field": (
+            job(
+                elasticPolicy={
+                    "minReplicas": 1,
+                    "maxReplicas": 4,
+                    "rdzvBackend": "etcd",
+                    "rdzvHost": "etcd-client",
+                    "rdzvPort": 2379,
+                    "rdzvId": "run-1",
+                    "rdzvConf": [
+                        {"key": "last_call_timeout", "value": "5"},
+                        {"key": "keep_alive_interval", "value": "2"},
+                    ],
+                    "standalone": True,
+                    "maxRestarts": 3,
+                }
+            ),
+            "Worker",
+            0,
+        ),
+        "elastic, defaults, deprecated nProcPerNode": (
+            job(elasticPolicy={"nProcPerNode": 4}),
+            "Worker",
+            0,
+        ),
+        "elastic, Master+Worker, master": (
+            job(master=True, elasticPolicy={"minReplicas": 1, "maxReplicas": 3}),
+            "Master",
+            0,
+        ),
+    }
+    j, replica_type, index = jobs[case]
+    assert env_of(j, replica_type, index) == expected
+
+
+def test_empty_rdzv_conf_is_treated_as_absent() -> None:
+    """§10.4: upstream panics on `rdzvConf: []`."""
+    names = [name for name, _ in env_of(job(elasticPolicy={"rdzvConf": []}))]
+    assert "PET_RDZV_CONF" not in names
+
+
+@pytest.mark.parametrize(
+    ("own_env", "elastic", "expected_tail"),
+    [
+        ([], True, [("X", "1"), ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")]),
+        ([{"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "0"}], True, [("X", "1")]),
+        ([], False, [("X", "1")]),
+    ],
+)
+def test_shared_store_fix_is_appended_to_elastic_containers_only(
+    own_env: list[dict[str, str]], elastic: bool, expected_tail: list[tuple[str, str]]
+) -> None:
+    container = with_env(
+        {"name": "c", "env": own_env}, env=[{"name": "X", "value": "1"}], elastic=elastic
+    )
+    pairs = [(var["name"], var["value"]) for var in container["env"]]
+    assert pairs == [(var["name"], var["value"]) for var in own_env] + expected_tail
