@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from autoscaler.api import PyTorchJob, default_job
 from autoscaler.controller.builders import desired_hpa
 from autoscaler.controller.reconcile import Observed, Plan, plan
 from autoscaler.controller.status import is_subset
@@ -263,8 +264,6 @@ def test_suspend_then_resume() -> None:
 
 
 def desired_hpa_for(j: JSON) -> JSON:
-    from autoscaler.api import PyTorchJob, default_job
-
     hpa = desired_hpa(default_job(PyTorchJob.model_validate(j)))
     assert hpa is not None
     hpa["metadata"]["resourceVersion"] = "7"
