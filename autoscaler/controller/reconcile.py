@@ -1,7 +1,7 @@
 """The reconcile step as a pure function: (job, observed objects, now) -> a plan of writes.
 
 Mirrors upstream's `Reconcile` (reference §5): HPA first, then finished/suspended/failed
-handling, then pods and services slot by slot, then status. The loop in `operator.py` applies
+handling, then pods and services slot by slot, then status. The loop in `runner.py` applies
 the plan through `autoscaler.clients`; nothing here does I/O or reads the clock.
 """
 

@@ -1,6 +1,8 @@
 """Fixtures for tests that need the PyTorchJob CRD installed in the real API server."""
 
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +11,9 @@ import yaml
 from kubernetes import client
 
 from autoscaler.api import coordinates as c
+from autoscaler.clients.kube import Kube, api_client
+from autoscaler.controller.runner import Operator, OperatorConfig
+from tests.support.controlplane import RESTRICTED_USER, ControlPlane
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "deploy" / "crds" / "kubeflow.org_pytorchjobs.yaml"
 
@@ -43,3 +48,45 @@ def crd(kube_api: client.ApiClient) -> dict[str, Any]:
 @pytest.fixture
 def jobs(kube_api: client.ApiClient, crd: dict[str, Any]) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(kube_api)
+
+
+RBAC_FILE = CRD_FILE.parents[1] / "operator" / "rbac.yaml"
+
+
+@pytest.fixture(scope="session")
+def operator_kubeconfig(kube_api: client.ApiClient, control_plane: ControlPlane) -> Path:
+    """The restricted test user, bound to the operator's ClusterRole from deploy/operator."""
+    role = next(d for d in yaml.safe_load_all(RBAC_FILE.read_text()) if d["kind"] == "ClusterRole")
+    rbac = client.RbacAuthorizationV1Api(kube_api)
+    rbac.create_cluster_role(role)
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "pytorchjob-operator-test"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": role["metadata"]["name"],
+        },
+        "subjects": [
+            {"kind": "User", "name": RESTRICTED_USER, "apiGroup": "rbac.authorization.k8s.io"}
+        ],
+    }
+    rbac.create_cluster_role_binding(binding)
+    return control_plane.kubeconfig_for(RESTRICTED_USER)
+
+
+@pytest.fixture(scope="session")
+def operator(crd: dict[str, Any], operator_kubeconfig: Path) -> Iterator[Operator]:
+    """The operator, running in this process as the restricted user, for the whole session."""
+    kube = Kube(api_client(kubeconfig=str(operator_kubeconfig)))
+    config = OperatorConfig(workers=4, resync_seconds=1.0, watch_timeout=30)
+    running = Operator(kube, config=config)
+    stop = threading.Event()
+    thread = threading.Thread(target=running.run, args=(stop,), name="operator", daemon=True)
+    thread.start()
+    wait_for(running.healthy, what="the operator's caches to sync")
+    yield running
+    stop.set()
+    thread.join(timeout=60)
+    kube.api.close()

@@ -1,0 +1,1 @@
+"""The only code that talks HTTP: the Kubernetes API (and, later, Prometheus)."""

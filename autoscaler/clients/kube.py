@@ -1,0 +1,205 @@
+"""A small Kubernetes client over the `kubernetes` package, speaking plain JSON dicts.
+
+Responses are read raw (`_preload_content=False`) and parsed with `json`: the operator handles
+objects as data, and skipping the client's model classes makes lists and watches several times
+cheaper. Errors that callers act on are translated into the exceptions below.
+"""
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+from autoscaler.api import coordinates as c
+
+JSON = dict[str, Any]
+REQUEST_TIMEOUT = 30.0
+
+
+class NotFoundError(Exception):
+    """The object does not exist (HTTP 404)."""
+
+
+class ConflictError(Exception):
+    """The write lost a race: a stale resourceVersion or an object that already exists (409)."""
+
+
+class ExpiredError(Exception):
+    """A watch's resourceVersion is too old (HTTP 410): list again."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    """How to reach one kind of object: group/version/plural, namespaced."""
+
+    group: str
+    version: str
+    plural: str
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str = "") -> str:
+        base = "/api/v1" if not self.group else f"/apis/{self.group}/{self.version}"
+        scope = f"/namespaces/{namespace}" if namespace else ""
+        tail = f"/{name}" if name else ""
+        return f"{base}{scope}/{self.plural}{tail}{'/' + sub if sub else ''}"
+
+
+JOBS = Resource(c.GROUP, c.VERSION, c.PLURAL)
+PODS = Resource("", "v1", "pods")
+SERVICES = Resource("", "v1", "services")
+EVENTS = Resource("", "v1", "events")
+HPAS = Resource("autoscaling", "v2", "horizontalpodautoscalers")
+LEASES = Resource("coordination.k8s.io", "v1", "leases")
+BY_KIND = {
+    "Pod": PODS,
+    "Service": SERVICES,
+    "HorizontalPodAutoscaler": HPAS,
+    c.KIND: JOBS,
+    "Event": EVENTS,
+    "Lease": LEASES,
+}
+
+
+def api_client(*, kubeconfig: str | None = None) -> client.ApiClient:
+    """From a kubeconfig file, else the in-cluster service account."""
+    if kubeconfig:
+        api: client.ApiClient = config.new_client_from_config(config_file=kubeconfig)
+        return api
+    config.load_incluster_config()
+    return client.ApiClient()
+
+
+class Kube:
+    """JSON in, JSON out, with a count of requests for the benchmarks and metrics."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+        self.requests = 0
+        self.writes = 0
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: list[tuple[str, Any]] | None = None,
+        content_type: str = "application/json",
+    ) -> JSON:
+        self.requests += 1
+        self.writes += method != "GET"
+        response = self._send(method, path, body=body, query=query, content_type=content_type)
+        response.read()
+        data: JSON = json.loads(response.data or b"{}")
+        return data
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: list[tuple[str, Any]] | None = None,
+        content_type: str = "application/json",
+        timeout: float | None = REQUEST_TIMEOUT,
+    ) -> Any:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        params = self.api.param_serialize(
+            method,
+            path,
+            query_params=query or [],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self.api.call_api(*params, _request_timeout=timeout)
+        if not 200 <= response.status <= 299:
+            response.read()
+            raise _translate(ApiException(http_resp=response))
+        return response
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def get(self, resource: Resource, namespace: str, name: str, *, sub: str = "") -> JSON:
+        return self.request("GET", resource.path(namespace, name, sub))
+
+    def list(self, resource: Resource, *, namespace: str | None = None, selector: str = "") -> JSON:
+        query = [("labelSelector", selector)] if selector else []
+        return self.request("GET", resource.path(namespace), query=query)
+
+    def watch(
+        self,
+        resource: Resource,
+        *,
+        resource_version: str,
+        selector: str = "",
+        timeout: int = 60,
+        on_open: Callable[[Any], None] | None = None,
+    ) -> Iterator[JSON]:
+        """Watch events (`type`, `object`) from `resource_version`; ends after `timeout` s.
+
+        `on_open` receives the streaming response, whose `shutdown()` ends the watch at once.
+        """
+        query: list[tuple[str, Any]] = [
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", timeout),
+        ]
+        if selector:
+            query.append(("labelSelector", selector))
+        self.requests += 1
+        response = self._send("GET", resource.path(), query=query, timeout=timeout + 10).response
+        if on_open is not None:
+            on_open(response)
+        try:
+            for line in iter_resp_lines(response):
+                if line.strip():
+                    yield self._event(json.loads(line))
+        finally:
+            response.release_conn()
+
+    @staticmethod
+    def _event(event: JSON) -> JSON:
+        if event["type"] == "ERROR":
+            code = event["object"].get("code")
+            raise ExpiredError() if code == 410 else ConflictError(str(event["object"]))
+        return event
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def create(self, obj: JSON) -> JSON:
+        resource = BY_KIND[obj["kind"]]
+        return self.request("POST", resource.path(obj["metadata"].get("namespace")), body=obj)
+
+    def replace(self, obj: JSON, *, sub: str = "") -> JSON:
+        resource = BY_KIND[obj["kind"]]
+        metadata = obj["metadata"]
+        return self.request(
+            "PUT", resource.path(metadata.get("namespace"), metadata["name"], sub), body=obj
+        )
+
+    def merge_patch(
+        self, resource: Resource, namespace: str, name: str, patch: JSON, *, sub: str = ""
+    ) -> JSON:
+        path = resource.path(namespace, name, sub)
+        return self.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
+
+    def delete(
+        self, resource: Resource, namespace: str, name: str, *, propagation: str = "Background"
+    ) -> None:
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        self.request("DELETE", resource.path(namespace, name), body=body)
+
+
+def _translate(error: ApiException) -> Exception:
+    if error.status == 404:
+        return NotFoundError(error.reason)
+    if error.status == 409:
+        return ConflictError(error.reason)
+    if error.status == 410:
+        return ExpiredError(error.reason)
+    return error

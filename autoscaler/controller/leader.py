@@ -1,0 +1,145 @@
+"""Leader election on a `coordination.k8s.io/v1` Lease, so two replicas never both act.
+
+`lease_action` is the pure decision (tested with tables); `LeaderElector` does the I/O through
+`autoscaler.clients`. Timings follow client-go's defaults (15 s lease, 10 s renew deadline, 2 s
+retry), scaled down in tests.
+"""
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from autoscaler.clients.kube import LEASES, ConflictError, Kube, NotFoundError
+
+JSON = dict[str, Any]
+log = logging.getLogger(__name__)
+MICRO = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LeaseTimings:
+    lease_seconds: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+def lease_action(lease: JSON | None, *, identity: str, now: datetime) -> str:
+    """`create`, `renew` (ours), `acquire` (free or expired) or `wait` (someone else's)."""
+    if lease is None:
+        return "create"
+    spec = lease.get("spec") or {}
+    holder = spec.get("holderIdentity") or ""
+    if holder == identity:
+        return "renew"
+    renewed = spec.get("renewTime")
+    duration = float(spec.get("leaseDurationSeconds") or 0)
+    if not holder or renewed is None:
+        return "acquire"
+    expires = _parse(renewed) + timedelta(seconds=duration)
+    return "acquire" if expires <= now else "wait"
+
+
+def _parse(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        timings: LeaseTimings = LeaseTimings(),
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.kube, self.namespace, self.name, self.identity = kube, namespace, name, identity
+        self.timings, self.clock = timings, clock
+        self.is_leader = threading.Event()
+
+    def run(self, stop: threading.Event, *, on_lost: Callable[[], None]) -> None:
+        """Block until leader (or `stop`), then keep renewing on a thread; `on_lost` if it fails."""
+        while not stop.is_set() and not self.try_once():
+            stop.wait(self.timings.retry_period)
+        if stop.is_set():
+            return
+        self.is_leader.set()
+        threading.Thread(
+            target=self._renew, args=(stop, on_lost), name="lease", daemon=True
+        ).start()
+
+    def _renew(self, stop: threading.Event, on_lost: Callable[[], None]) -> None:
+        last = self.clock()
+        while not stop.wait(self.timings.retry_period):
+            if self.try_once():
+                last = self.clock()
+            elif (self.clock() - last).total_seconds() > self.timings.renew_deadline:
+                log.error("lost the lease %s/%s", self.namespace, self.name)
+                self.is_leader.clear()
+                on_lost()
+                return
+
+    def try_once(self) -> bool:
+        try:
+            lease = self.kube.get(LEASES, self.namespace, self.name)
+        except NotFoundError:
+            lease = None
+        except Exception:  # an unreachable API server must not crash the elector
+            log.exception("reading the lease failed")
+            return False
+        action = lease_action(lease, identity=self.identity, now=self.clock())
+        if action == "wait":
+            return False
+        try:
+            self._write(lease, acquiring=action != "renew")
+        except (ConflictError, NotFoundError):
+            return False  # another replica won the race
+        except Exception:
+            log.exception("writing the lease failed")
+            return False
+        return True
+
+    def _write(self, lease: JSON | None, *, acquiring: bool) -> None:
+        now = self.clock().strftime(MICRO)
+        spec = dict((lease or {}).get("spec") or {})
+        spec.update(
+            holderIdentity=self.identity,
+            leaseDurationSeconds=max(1, round(self.timings.lease_seconds)),
+            renewTime=now,
+        )
+        if acquiring:
+            spec["acquireTime"] = now
+            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (lease is not None)
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                **(lease or {}).get("metadata", {}),
+                "name": self.name,
+                "namespace": self.namespace,
+            },
+            "spec": spec,
+        }
+        if lease is None:
+            self.kube.create(body)
+        else:
+            self.kube.replace(body)
+
+    def release(self) -> None:
+        """Give the lease up at shutdown so a standby takes over without waiting it out."""
+        if not self.is_leader.is_set():
+            return
+        try:
+            lease = self.kube.get(LEASES, self.namespace, self.name)
+            if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
+                lease["spec"].update(holderIdentity="", leaseDurationSeconds=1)
+                self.kube.replace(
+                    {**lease, "apiVersion": "coordination.k8s.io/v1", "kind": "Lease"}
+                )
+        except Exception:
+            log.exception("releasing the lease failed")
+        self.is_leader.clear()

@@ -1,0 +1,280 @@
+"""The operator loop: informers feed a work queue keyed by job; workers apply reconcile plans.
+
+Everything decided is decided by `reconcile.plan` (pure); this module only reads caches, writes
+through `autoscaler.clients`, retries, and measures. Writes are idempotent: names are
+deterministic, so a create that already happened is a 409 and a delete that did is a 404.
+"""
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from autoscaler.api import coordinates as c
+from autoscaler.clients.informer import Informer, ObjectKey
+from autoscaler.clients.kube import (
+    BY_KIND,
+    HPAS,
+    JOBS,
+    PODS,
+    SERVICES,
+    ConflictError,
+    Kube,
+    NotFoundError,
+)
+from autoscaler.controller.naming import selector
+from autoscaler.controller.reconcile import Observed, Plan, plan
+from autoscaler.controller.workqueue import ShutDownError, WorkQueue
+from autoscaler.observability.events import job_event
+from autoscaler.observability.metrics import OperatorMetrics, operator_metrics
+
+JSON = dict[str, Any]
+log = logging.getLogger(__name__)
+OWNED_SELECTOR = selector({c.LABEL_OPERATOR_NAME: c.OPERATOR_NAME})
+EXPECTATION_TIMEOUT = 30.0  # after this, stop waiting for the watch to show our own writes
+
+
+@dataclass(frozen=True, kw_only=True)
+class OperatorConfig:
+    workers: int = 4
+    resync_seconds: float = 300.0
+    watch_timeout: int = 60
+
+
+@dataclass
+class _Expectation:
+    """Writes the caches must show before the job is planned again (client-go expectations)."""
+
+    created: set[tuple[str, str]] = field(default_factory=set)
+    deleted: set[tuple[str, str]] = field(default_factory=set)
+    deadline: float = 0.0
+
+
+def job_key_of(obj: JSON) -> ObjectKey:
+    """The job an owned pod or service belongs to, from its job-name label."""
+    labels = obj["metadata"].get("labels") or {}
+    return obj["metadata"].get("namespace", ""), labels.get(c.LABEL_JOB_NAME, "")
+
+
+class Operator:
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        config: OperatorConfig = OperatorConfig(),
+        metrics: OperatorMetrics | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.kube, self.config, self.clock = kube, config, clock
+        self.metrics = metrics or operator_metrics()
+        self.queue = WorkQueue()
+        self._expectations: dict[ObjectKey, _Expectation] = {}
+        self._lock = threading.Lock()
+        timeout = config.watch_timeout
+        self.jobs = Informer(kube, JOBS, on_event=self._on_job, watch_timeout=timeout)
+        self.pods = Informer(
+            kube,
+            PODS,
+            on_event=self._on_owned,
+            selector=OWNED_SELECTOR,
+            index=job_key_of,
+            watch_timeout=timeout,
+        )
+        self.services = Informer(
+            kube,
+            SERVICES,
+            on_event=self._on_owned,
+            selector=OWNED_SELECTOR,
+            index=job_key_of,
+            watch_timeout=timeout,
+        )
+        self.hpas = Informer(kube, HPAS, on_event=self._on_owned_hpa, watch_timeout=timeout)
+        self.informers = (self.jobs, self.pods, self.services, self.hpas)
+
+    # -- running -------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Sync the caches, then reconcile until `stop` is set; returns after a clean drain."""
+        threads = [
+            threading.Thread(
+                target=inf.run, args=(stop,), daemon=True, name=f"informer-{inf.resource.plural}"
+            )
+            for inf in self.informers
+        ]
+        for thread in threads:
+            thread.start()
+        while not stop.is_set() and not all(inf.synced.is_set() for inf in self.informers):
+            stop.wait(0.05)
+        workers = [
+            threading.Thread(target=self._work, daemon=True, name=f"worker-{i}")
+            for i in range(self.config.workers)
+        ]
+        for worker in workers:
+            worker.start()
+        while not stop.wait(self.config.resync_seconds):
+            self.resync()
+        self.queue.shut_down()
+        for worker in workers:
+            worker.join(timeout=30)
+        for informer in self.informers:
+            informer.close()
+        for thread in threads:
+            thread.join(timeout=10)
+
+    def healthy(self) -> bool:
+        return all(inf.synced.is_set() for inf in self.informers)
+
+    def resync(self) -> None:
+        for job in self.jobs.items():
+            self.queue.add((job["metadata"]["namespace"], job["metadata"]["name"]))
+
+    def _work(self) -> None:
+        while True:
+            try:
+                key = self.queue.get(timeout=1.0)
+            except ShutDownError:
+                return
+            if key is None:
+                continue
+            self.metrics.queue_depth.set(len(self.queue))
+            started = time.perf_counter()
+            try:
+                self.reconcile(key)  # type: ignore[arg-type]
+                self.queue.forget(key)
+                self.metrics.reconciles.labels(result="ok").inc()
+            except Exception:  # a bad job or API error must not stop the worker: retry with backoff
+                log.exception("reconciling %s failed", key)
+                self.metrics.reconciles.labels(result="error").inc()
+                self.metrics.reconcile_errors.inc()
+                self.queue.retry(key)
+            finally:
+                self.queue.done(key)
+                self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
+                self.metrics.api_requests.set(self.kube.requests)
+                self.metrics.api_writes.set(self.kube.writes)
+
+    # -- events --------------------------------------------------------------------------------
+
+    def _on_job(self, kind: str, job: JSON) -> None:
+        key = (job["metadata"]["namespace"], job["metadata"]["name"])
+        if kind == "DELETED":
+            with self._lock:
+                self._expectations.pop(key, None)
+        self.queue.add(key)
+
+    def _on_owned(self, kind: str, obj: JSON) -> None:
+        self.queue.add(job_key_of(obj))
+
+    def _on_owned_hpa(self, kind: str, hpa: JSON) -> None:
+        key = (hpa["metadata"]["namespace"], hpa["metadata"]["name"])
+        if self.jobs.get(key) is not None:
+            self.queue.add(key)
+
+    # -- one pass ------------------------------------------------------------------------------
+
+    def reconcile(self, key: ObjectKey) -> Plan | None:
+        job = self.jobs.get(key)
+        if job is None or not self._expectations_met(key):
+            return None
+        observed = self.observe(job)
+        result = plan(job, observed, now=self.clock())
+        self.apply(job, result, observed=observed)
+        if result.requeue_after is not None:
+            self.queue.add_after(key, result.requeue_after)
+        return result
+
+    def observe(self, job: JSON) -> Observed:
+        key = (job["metadata"]["namespace"], job["metadata"]["name"])
+        uid = job["metadata"].get("uid")
+        return Observed(
+            pods=[pod for pod in self.pods.indexed(key) if _controlled_by(pod, uid)],
+            services=[svc for svc in self.services.indexed(key) if _controlled_by(svc, uid)],
+            hpa=self.hpas.get(key),
+        )
+
+    def apply(self, job: JSON, result: Plan, *, observed: Observed) -> None:
+        namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        self._expect(job, result)
+        caches = {"Pod": self.pods, "Service": self.services, "HorizontalPodAutoscaler": self.hpas}
+        for obj in result.create:
+            with suppress(ConflictError):  # already there: a stale cache; names are deterministic
+                caches[obj["kind"]].apply("ADDED", self.kube.create(obj))
+        for kind, object_name in result.delete:
+            with suppress(NotFoundError):
+                self.kube.delete(BY_KIND[kind], namespace, object_name)
+        for obj in result.update:
+            self.kube.replace(obj)  # a conflict retries the whole pass from fresh caches
+        for event in result.events:
+            self.kube.create(
+                job_event(
+                    job,
+                    type_=event.type,
+                    reason=event.reason,
+                    message=event.message,
+                    now=self.clock(),
+                )
+            )
+        if result.status is not None:
+            self._write_status(job, result.status, observed=observed)
+        if result.delete_job:
+            with suppress(NotFoundError):
+                self.kube.delete(JOBS, namespace, name)
+
+    def _write_status(self, job: JSON, status: JSON, *, observed: Observed) -> None:
+        """PUT /status; on a conflict, re-plan once from a fresh read of the job."""
+        try:
+            written = self.kube.replace({**job, "status": status}, sub="status")
+        except ConflictError:
+            fresh = self.kube.get(JOBS, job["metadata"]["namespace"], job["metadata"]["name"])
+            replanned = plan(fresh, observed, now=self.clock())
+            if replanned.status is None:
+                return
+            written = self.kube.replace({**fresh, "status": replanned.status}, sub="status")
+        # Write-through: the next pass must see the new status even before the watch does,
+        # or it would act on the old one (e.g. recreate the pods a failure just removed).
+        self.jobs.apply("MODIFIED", written)
+
+    # -- expectations --------------------------------------------------------------------------
+
+    def _expect(self, job: JSON, result: Plan) -> None:
+        created = {
+            (obj["kind"], obj["metadata"]["name"])
+            for obj in result.create
+            if obj["kind"] in ("Pod", "Service")
+        }
+        deleted = {(kind, name) for kind, name in result.delete if kind in ("Pod", "Service")}
+        if created or deleted:
+            key = (job["metadata"]["namespace"], job["metadata"]["name"])
+            with self._lock:
+                self._expectations[key] = _Expectation(
+                    created, deleted, time.monotonic() + EXPECTATION_TIMEOUT
+                )
+
+    def _expectations_met(self, key: ObjectKey) -> bool:
+        with self._lock:
+            expectation = self._expectations.get(key)
+        if expectation is None:
+            return True
+        caches = {"Pod": self.pods, "Service": self.services}
+        seen = all(
+            caches[kind].get((key[0], name)) is not None for kind, name in expectation.created
+        )
+        gone = all(_gone(caches[kind].get((key[0], name))) for kind, name in expectation.deleted)
+        if (seen and gone) or time.monotonic() > expectation.deadline:
+            with self._lock:
+                self._expectations.pop(key, None)
+            return True
+        return False
+
+
+def _gone(obj: JSON | None) -> bool:
+    return obj is None or bool(obj["metadata"].get("deletionTimestamp"))
+
+
+def _controlled_by(obj: JSON, uid: str | None) -> bool:
+    refs = obj["metadata"].get("ownerReferences") or []
+    return any(ref.get("controller") and ref.get("uid") == uid for ref in refs)

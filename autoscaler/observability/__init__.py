@@ -1,0 +1,1 @@
+"""What the project exports: Prometheus metrics, health endpoints, Events."""

@@ -1,0 +1,39 @@
+"""Kubernetes Events about a job, built as plain objects (recorded by the operator loop)."""
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from autoscaler.api import coordinates as c
+
+JSON = dict[str, Any]
+COMPONENT = c.OPERATOR_NAME
+
+
+def job_event(job: JSON, *, type_: str, reason: str, message: str, now: datetime) -> JSON:
+    metadata = job["metadata"]
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{metadata['name']}.{uuid.uuid4().hex[:16]}",
+            "namespace": metadata["namespace"],
+        },
+        "involvedObject": {
+            "apiVersion": c.API_VERSION,
+            "kind": c.KIND,
+            "name": metadata["name"],
+            "namespace": metadata["namespace"],
+            "uid": metadata.get("uid", ""),
+            "resourceVersion": metadata.get("resourceVersion", ""),
+        },
+        "type": type_,
+        "reason": reason,
+        "message": message,
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }

@@ -1,0 +1,49 @@
+"""The operator's Prometheus metrics, on a registry of its own (tests get a fresh one)."""
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+@dataclass(frozen=True)
+class OperatorMetrics:
+    registry: CollectorRegistry
+    reconciles: Counter
+    reconcile_errors: Counter
+    reconcile_seconds: Histogram
+    queue_depth: Gauge
+    api_requests: Gauge
+    api_writes: Gauge
+    leader: Gauge
+
+
+def operator_metrics() -> OperatorMetrics:
+    registry = CollectorRegistry()
+    prefix = "pytorchjob_operator"
+    return OperatorMetrics(
+        registry=registry,
+        reconciles=Counter(
+            f"{prefix}_reconciles", "Reconcile passes", ["result"], registry=registry
+        ),
+        reconcile_errors=Counter(
+            f"{prefix}_reconcile_errors", "Reconcile passes that failed", registry=registry
+        ),
+        reconcile_seconds=Histogram(
+            f"{prefix}_reconcile_duration_seconds",
+            "Time of one reconcile pass, writes included",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            registry=registry,
+        ),
+        queue_depth=Gauge(
+            f"{prefix}_workqueue_depth", "Jobs waiting to be reconciled", registry=registry
+        ),
+        api_requests=Gauge(
+            f"{prefix}_api_requests", "Requests sent to the API server", registry=registry
+        ),
+        api_writes=Gauge(
+            f"{prefix}_api_writes", "Writes sent to the API server", registry=registry
+        ),
+        leader=Gauge(
+            f"{prefix}_leader", "1 while this replica holds the leader lease", registry=registry
+        ),
+    )

@@ -1,0 +1,509 @@
+"""The operator against the real kube-apiserver: the upstream envtest cases and what upstream
+never tested. Pod phases are driven by the test (no kubelet), as upstream's envtest does."""
+
+import copy
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from autoscaler.api import coordinates as c
+from autoscaler.controller.runner import Operator
+from tests.integration.conftest import wait_for
+from tests.support.jobs import upstream_job
+
+pytestmark = pytest.mark.integration
+JSON = dict[str, Any]
+CPU_METRIC = {
+    "type": "Resource",
+    "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
+}
+
+
+class Cluster:
+    """Admin-side helpers: what a user or the kubelet would do, and what the test reads back."""
+
+    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+        self.api, self.ns = api, namespace
+        self.core = client.CoreV1Api(api)
+        self.jobs = client.CustomObjectsApi(api)
+        self.hpa = client.AutoscalingV2Api(api)
+
+    def create(self, job: JSON) -> JSON:
+        created: JSON = self.jobs.create_namespaced_custom_object(
+            c.GROUP, c.VERSION, self.ns, c.PLURAL, job
+        )
+        return created
+
+    def job(self, name: str) -> JSON:
+        found: JSON = self.jobs.get_namespaced_custom_object(
+            c.GROUP, c.VERSION, self.ns, c.PLURAL, name
+        )
+        return found
+
+    def patch(self, name: str, patch: JSON) -> None:
+        self.jobs.patch_namespaced_custom_object(c.GROUP, c.VERSION, self.ns, c.PLURAL, name, patch)
+
+    def scale(self, name: str, replicas: int) -> None:
+        body = {"spec": {"replicas": replicas}}
+        self.jobs.patch_namespaced_custom_object_scale(
+            c.GROUP, c.VERSION, self.ns, c.PLURAL, name, body
+        )
+
+    def pods(self, job: str) -> dict[str, JSON]:
+        listing = self.core.list_namespaced_pod(self.ns, label_selector=f"{c.LABEL_JOB_NAME}={job}")
+        return {
+            pod["metadata"]["name"]: pod
+            for pod in self.api.sanitize_for_serialization(listing.items)
+        }
+
+    def services(self, job: str) -> dict[str, JSON]:
+        listing = self.core.list_namespaced_service(
+            self.ns, label_selector=f"{c.LABEL_JOB_NAME}={job}"
+        )
+        return {
+            svc["metadata"]["name"]: svc
+            for svc in self.api.sanitize_for_serialization(listing.items)
+        }
+
+    def hpas(self) -> dict[str, JSON]:
+        listing = self.hpa.list_namespaced_horizontal_pod_autoscaler(self.ns)
+        return {
+            hpa["metadata"]["name"]: hpa
+            for hpa in self.api.sanitize_for_serialization(listing.items)
+        }
+
+    def set_phase(self, pod: str, phase: str, **status: Any) -> None:
+        self.core.patch_namespaced_pod_status(pod, self.ns, {"status": {"phase": phase, **status}})
+
+    def run_all(self, job: str) -> None:
+        for name in self.pods(job):
+            self.set_phase(name, "Running")
+
+    def conditions(self, name: str) -> list[tuple[str, str]]:
+        status = self.job(name).get("status") or {}
+        return [(cond["type"], cond["status"]) for cond in status.get("conditions") or []]
+
+    def events(self, name: str) -> list[str]:
+        listing = self.core.list_namespaced_event(
+            self.ns, field_selector=f"involvedObject.name={name}"
+        )
+        return [event.reason for event in listing.items]
+
+    def wait_pods(self, job: str, names: set[str]) -> dict[str, JSON]:
+        found: dict[str, JSON] = {}
+
+        def exactly() -> bool:
+            found.clear()
+            found.update(self.pods(job))
+            return set(found) == names
+
+        wait_for(exactly, what=f"pods {sorted(names)}")
+        return found
+
+    def wait_condition(self, job: str, expected: tuple[str, str]) -> None:
+        wait_for(
+            lambda: self.conditions(job) and self.conditions(job)[-1] == expected,
+            what=f"{job} to be {expected}",
+        )
+
+
+@pytest.fixture
+def cluster(kube_api: client.ApiClient, namespace: str, operator: Operator) -> Cluster:
+    return Cluster(kube_api, namespace)
+
+
+def elastic_job(
+    name: str, *, replicas: int = 2, low: int = 1, high: int = 4, **policy: Any
+) -> JSON:
+    job = upstream_job("echo.yaml")
+    job["metadata"]["name"] = name
+    job["spec"]["elasticPolicy"] = {
+        "rdzvBackend": "c10d",
+        "minReplicas": low,
+        "maxReplicas": high,
+        "maxRestarts": 3,
+        **policy,
+    }
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = replicas
+    return job
+
+
+def names(job: str, kind: str, count: int) -> set[str]:
+    return {f"{job}-{kind}-{i}" for i in range(count)}
+
+
+def env_of(pod: JSON) -> dict[str, str]:
+    return {var["name"]: var.get("value", "") for var in pod["spec"]["containers"][0]["env"]}
+
+
+def test_elastic_job_gets_pods_services_hpa_env_and_status(cluster: Cluster) -> None:
+    """Upstream's "Should get the corresponding resources successfully", and more."""
+    created = cluster.create(elastic_job("elastic", replicas=2, metrics=[CPU_METRIC]))
+    pods = cluster.wait_pods("elastic", names("elastic", "worker", 2))
+    services = wait_for(lambda: len(s := cluster.services("elastic")) == 2 and s, what="services")
+    hpa = wait_for(lambda: cluster.hpas().get("elastic"), what="the HPA")
+    owner = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "name": "elastic",
+        "uid": created["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    for obj in [*pods.values(), *services.values(), hpa]:
+        assert obj["metadata"]["ownerReferences"] == [owner]
+    env = env_of(pods["elastic-worker-1"])
+    assert (env["PET_RDZV_ENDPOINT"], env["PET_NNODES"], env["PET_MAX_RESTARTS"]) == (
+        "elastic-worker-0:23456",
+        "1:4",
+        "3",
+    )
+    assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+    assert pods["elastic-worker-0"]["metadata"]["labels"][c.LABEL_JOB_ROLE] == "master"
+    assert services["elastic-worker-0"]["spec"]["clusterIP"] == "None"
+    assert services["elastic-worker-0"]["spec"]["ports"][0]["port"] == 23456
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 4)
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "name": "elastic",
+    }
+    cluster.run_all("elastic")
+    cluster.wait_condition("elastic", ("Running", "True"))
+    scale = cluster.jobs.get_namespaced_custom_object_scale(
+        c.GROUP, c.VERSION, cluster.ns, c.PLURAL, "elastic"
+    )
+    assert scale["status"]["replicas"] == 2
+    assert (
+        scale["status"]["selector"]
+        == "training.kubeflow.org/job-name=elastic,training.kubeflow.org/operator-name=pytorchjob-controller,training.kubeflow.org/replica-type=worker"
+    )
+    cluster.set_phase("elastic-worker-1", "Succeeded")
+    cluster.wait_condition("elastic", ("Succeeded", "True"))
+    # Once finished, workers still active are counted as succeeded (upstream does the same).
+    worker = lambda: cluster.job("elastic")["status"]["replicaStatuses"]["Worker"]  # noqa: E731
+    wait_for(lambda: worker().get("succeeded") == 2 and "active" not in worker(), what="succeeded 2")
+    assert "completionTime" in cluster.job("elastic")["status"]
+
+
+def test_scale_up_and_down_through_scale_subresource(cluster: Cluster) -> None:
+    cluster.create(elastic_job("scaling", replicas=2))
+    cluster.wait_pods("scaling", names("scaling", "worker", 2))
+    cluster.run_all("scaling")
+    cluster.wait_condition("scaling", ("Running", "True"))
+    before = {name: pod["metadata"]["uid"] for name, pod in cluster.pods("scaling").items()}
+    cluster.scale("scaling", 4)
+    cluster.wait_pods("scaling", names("scaling", "worker", 4))
+    wait_for(
+        lambda: set(cluster.services("scaling")) == names("scaling", "worker", 4),
+        what="services to follow",
+    )
+    cluster.run_all("scaling")
+    cluster.scale("scaling", 1)
+    pods = cluster.wait_pods("scaling", {"scaling-worker-0"})
+    assert (
+        pods["scaling-worker-0"]["metadata"]["uid"] == before["scaling-worker-0"]
+    )  # worker-0 kept
+    wait_for(
+        lambda: set(cluster.services("scaling")) == {"scaling-worker-0"}, what="services to follow"
+    )
+    wait_for(
+        lambda: cluster.job("scaling")["status"]["replicaStatuses"]["Worker"].get("active") == 1,
+        what="active 1",
+    )
+    assert ("Restarting", "True") not in cluster.conditions("scaling")
+    assert cluster.conditions("scaling")[-1] == ("Running", "True")
+    assert "failed" not in cluster.job("scaling")["status"]["replicaStatuses"]["Worker"]
+
+
+def test_hpa_follows_policy_and_is_removed_with_metrics(cluster: Cluster) -> None:
+    cluster.create(elastic_job("hpa", replicas=2, metrics=[CPU_METRIC]))
+    wait_for(lambda: cluster.hpas().get("hpa"), what="the HPA")
+    cluster.patch("hpa", {"spec": {"elasticPolicy": {"maxReplicas": 6}}})
+    wait_for(lambda: cluster.hpas()["hpa"]["spec"]["maxReplicas"] == 6, what="the HPA update")
+    cluster.patch("hpa", {"spec": {"elasticPolicy": {"metrics": None}}})
+    wait_for(lambda: "hpa" not in cluster.hpas(), what="the HPA to be deleted")
+
+
+def test_foreign_hpa_is_left_alone_with_condition_and_event(cluster: Cluster) -> None:
+    foreign = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "taken"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 1,
+            "maxReplicas": 9,
+        },
+    }
+    cluster.hpa.create_namespaced_horizontal_pod_autoscaler(cluster.ns, foreign)
+    cluster.create(elastic_job("taken", replicas=1, metrics=[CPU_METRIC]))
+    wait_for(
+        lambda: ("HorizontalPodAutoscaler", "False") in cluster.conditions("taken"),
+        what="the HPA condition",
+    )
+    wait_for(lambda: "HPANotOwned" in cluster.events("taken"), what="the HPANotOwned event")
+    hpa = cluster.hpas()["taken"]
+    assert (hpa["spec"]["maxReplicas"], hpa["metadata"].get("ownerReferences")) == (9, None)
+
+
+def test_suspend_and_resume(cluster: Cluster) -> None:
+    cluster.create(elastic_job("pause", replicas=2, metrics=[CPU_METRIC]))
+    cluster.wait_pods("pause", names("pause", "worker", 2))
+    wait_for(lambda: "pause" in cluster.hpas(), what="the HPA")
+    cluster.run_all("pause")
+    cluster.wait_condition("pause", ("Running", "True"))
+    started = cluster.job("pause")["status"]["startTime"]
+    cluster.patch("pause", {"spec": {"runPolicy": {"suspend": True}}})
+    cluster.wait_pods("pause", set())
+    wait_for(
+        lambda: not cluster.services("pause") and "pause" not in cluster.hpas(),
+        what="services and HPA gone",
+    )
+    cluster.wait_condition("pause", ("Suspended", "True"))
+    assert cluster.conditions("pause") == [
+        ("Created", "True"),
+        ("Running", "False"),
+        ("Suspended", "True"),
+    ]
+    assert cluster.job("pause")["status"]["startTime"] == started
+    cluster.patch("pause", {"spec": {"runPolicy": {"suspend": False}}})
+    cluster.wait_pods("pause", names("pause", "worker", 2))
+    wait_for(lambda: "pause" in cluster.hpas(), what="the HPA to come back")
+    cluster.run_all("pause")
+    cluster.wait_condition("pause", ("Running", "True"))
+    assert cluster.conditions("pause") == [
+        ("Created", "True"),
+        ("Suspended", "False"),
+        ("Running", "True"),
+    ]
+
+
+def test_created_suspended_job_gets_nothing(cluster: Cluster) -> None:
+    job = elastic_job("asleep")
+    job["spec"]["runPolicy"] = {"suspend": True}
+    cluster.create(job)
+    cluster.wait_condition("asleep", ("Suspended", "True"))
+    assert cluster.conditions("asleep") == [("Created", "True"), ("Suspended", "True")]
+    assert (cluster.pods("asleep"), cluster.services("asleep")) == ({}, {})
+    assert "startTime" not in cluster.job("asleep")["status"]
+
+
+def failed_with(code: int) -> JSON:
+    return {
+        "containerStatuses": [
+            {
+                "name": "pytorch",
+                "image": "i",
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "state": {"terminated": {"exitCode": code}},
+            }
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    ("policy", "code", "outcome"),
+    [
+        ("OnFailure", 1, "recreated"),
+        ("ExitCode", 137, "recreated"),
+        ("ExitCode", 1, "Failed"),
+        ("Never", 1, "Failed"),
+    ],
+)
+def test_restart_policies(cluster: Cluster, policy: str, code: int, outcome: str) -> None:
+    name = f"restart-{policy.lower()}-{code}"
+    job = elastic_job(name, replicas=2)
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = policy
+    cluster.create(job)
+    cluster.wait_pods(name, names(name, "worker", 2))
+    cluster.run_all(name)
+    cluster.wait_condition(name, ("Running", "True"))
+    uid = cluster.pods(name)[f"{name}-worker-1"]["metadata"]["uid"]
+    cluster.set_phase(f"{name}-worker-1", "Failed", **failed_with(code))
+    if outcome == "recreated":
+        wait_for(
+            lambda: (
+                (p := cluster.pods(name).get(f"{name}-worker-1")) and p["metadata"]["uid"] != uid
+            ),
+            what="a new worker-1",
+        )
+        assert ("Failed", "True") not in cluster.conditions(name)
+    else:
+        cluster.wait_condition(name, ("Failed", "True"))
+
+
+def test_losing_worker_0_restarts_every_worker(cluster: Cluster) -> None:
+    cluster.create(elastic_job("host", replicas=3))
+    cluster.wait_pods("host", names("host", "worker", 3))
+    cluster.run_all("host")
+    cluster.wait_condition("host", ("Running", "True"))
+    uids = {name: pod["metadata"]["uid"] for name, pod in cluster.pods("host").items()}
+    cluster.set_phase("host-worker-0", "Failed", **failed_with(1))
+
+    def all_replaced() -> bool:
+        pods = cluster.pods("host")
+        return set(pods) == set(uids) and all(pods[n]["metadata"]["uid"] != uids[n] for n in uids)
+
+    wait_for(all_replaced, what="every worker to be recreated")
+    assert "PyTorchJobRestarting" in cluster.events("host")
+
+
+def test_backoff_limit_fails_the_job(cluster: Cluster) -> None:
+    job = elastic_job("backoff", replicas=2)
+    job["spec"]["runPolicy"] = {"backoffLimit": 2}
+    cluster.create(job)
+    cluster.wait_pods("backoff", names("backoff", "worker", 2))
+    cluster.run_all("backoff")
+    restarted = {
+        "containerStatuses": [
+            {
+                "name": "pytorch",
+                "image": "i",
+                "imageID": "",
+                "ready": True,
+                "restartCount": 2,
+                "state": {"running": {}},
+            }
+        ]
+    }
+    cluster.set_phase("backoff-worker-1", "Running", **restarted)
+    cluster.wait_condition("backoff", ("Failed", "True"))
+    assert (
+        cluster.job("backoff")["status"]["conditions"][-1]["message"]
+        == "Job backoff has failed because it has reached the specified backoff limit"
+    )
+    cluster.wait_pods("backoff", set())
+
+
+def test_active_deadline_fails_the_job(cluster: Cluster) -> None:
+    job = elastic_job("deadline", replicas=1)
+    job["spec"]["runPolicy"] = {"activeDeadlineSeconds": 2}
+    cluster.create(job)
+    cluster.wait_condition("deadline", ("Failed", "True"))
+    assert (
+        "active longer than specified deadline"
+        in cluster.job("deadline")["status"]["conditions"][-1]["message"]
+    )
+
+
+def test_ttl_deletes_the_finished_job(cluster: Cluster) -> None:
+    job = elastic_job("ttl", replicas=1)
+    job["spec"]["runPolicy"] = {"ttlSecondsAfterFinished": 1}
+    cluster.create(job)
+    cluster.wait_pods("ttl", {"ttl-worker-0"})
+    cluster.set_phase("ttl-worker-0", "Succeeded")
+
+    def deleted() -> bool:
+        try:
+            cluster.job("ttl")
+        except client.ApiException as error:
+            return error.status == 404
+        return False
+
+    wait_for(deleted, what="the job to be deleted after its TTL")
+
+
+@pytest.mark.parametrize(
+    ("policy", "left"),
+    [("None", {"w-worker-0", "w-worker-1"}), ("Running", {"w-worker-1"}), ("All", set())],
+)
+def test_clean_pod_policy(cluster: Cluster, policy: str, left: set[str]) -> None:
+    job = elastic_job("w", replicas=2)
+    job["spec"]["runPolicy"] = {"cleanPodPolicy": policy}
+    cluster.create(job)
+    cluster.wait_pods("w", names("w", "worker", 2))
+    cluster.set_phase("w-worker-0", "Running")
+    cluster.set_phase("w-worker-1", "Succeeded")
+    cluster.wait_condition("w", ("Succeeded", "True"))
+    cluster.wait_pods("w", left)
+
+
+def test_master_worker_job(cluster: Cluster) -> None:
+    job = copy.deepcopy(upstream_job("echo.yaml"))
+    job["metadata"]["name"] = "mw"
+    del job["spec"]["elasticPolicy"]
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
+    job["spec"]["pytorchReplicaSpecs"]["Master"] = {**copy.deepcopy(worker), "replicas": 1}
+    cluster.create(job)
+    pods = cluster.wait_pods("mw", {"mw-master-0", "mw-worker-0", "mw-worker-1"})
+    master, worker_1 = env_of(pods["mw-master-0"]), env_of(pods["mw-worker-1"])
+    assert (master["MASTER_ADDR"], master["MASTER_PORT"], master["RANK"], master["WORLD_SIZE"]) == (
+        "mw-master-0",
+        "23456",
+        "0",
+        "3",
+    )
+    assert (worker_1["RANK"], worker_1["PET_NNODES"], worker_1["PET_NPROC_PER_NODE"]) == (
+        "2",
+        "3",
+        "auto",
+    )
+    assert [init["name"] for init in pods["mw-worker-1"]["spec"]["initContainers"]] == [
+        "init-pytorch"
+    ]
+    assert pods["mw-master-0"]["spec"].get("initContainers") is None
+    assert pods["mw-master-0"]["metadata"]["labels"][c.LABEL_JOB_ROLE] == "master"
+    cluster.run_all("mw")
+    cluster.wait_condition("mw", ("Running", "True"))
+    cluster.set_phase("mw-master-0", "Succeeded")
+    cluster.wait_condition("mw", ("Succeeded", "True"))
+
+
+def test_elastic_master_worker_env(cluster: Cluster) -> None:
+    job = elastic_job(
+        "emw",
+        replicas=2,
+        low=1,
+        high=3,
+        rdzvConf=[{"key": "last_call_timeout", "value": "5"}],
+        standalone=True,
+    )
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
+    job["spec"]["pytorchReplicaSpecs"]["Master"] = {**copy.deepcopy(worker), "replicas": 1}
+    cluster.create(job)
+    pods = cluster.wait_pods("emw", {"emw-master-0", "emw-worker-0", "emw-worker-1"})
+    env = env_of(pods["emw-master-0"])
+    assert (env["PET_NNODES"], env["PET_RDZV_ENDPOINT"], env["MASTER_ADDR"]) == (
+        "1:3",
+        "emw-worker-0:23456",
+        "emw-master-0",
+    )
+    assert (env["PET_RDZV_CONF"], env["PET_STANDALONE"]) == ("last_call_timeout=5", "1")
+
+
+def test_job_managed_by_another_controller_is_left_alone(
+    cluster: Cluster, operator: Operator
+) -> None:
+    job = elastic_job("kueue")
+    job["spec"]["runPolicy"] = {"managedBy": "kueue.x-k8s.io/multikueue"}
+    cluster.create(job)
+    wait_for(
+        lambda: operator.jobs.get((cluster.ns, "kueue")) is not None,
+        what="the operator to see the job",
+    )
+    operator.queue.add((cluster.ns, "kueue"))
+    cluster.create(elastic_job("witness", replicas=1))  # processed after the kueue job
+    cluster.wait_pods("witness", {"witness-worker-0"})
+    assert (cluster.pods("kueue"), cluster.job("kueue").get("status")) == ({}, None)
+
+
+def test_resync_of_steady_jobs_writes_nothing(cluster: Cluster, operator: Operator) -> None:
+    """Every job of the session is resynced (every second here); steady ones cost no write."""
+    cluster.create(elastic_job("steady", replicas=2, metrics=[CPU_METRIC]))
+    cluster.wait_pods("steady", names("steady", "worker", 2))
+    cluster.run_all("steady")
+    cluster.wait_condition("steady", ("Running", "True"))
+
+    def passes() -> float:
+        return operator.metrics.reconciles.labels(result="ok")._value.get()
+
+    def settled() -> bool:
+        before, start = operator.kube.writes, passes()
+        wait_for(lambda: passes() >= start + 2 * len(operator.jobs.items()), what="two resyncs")
+        return operator.kube.writes == before
+
+    wait_for(settled, timeout=60, what="a resync of every job without a single write")
