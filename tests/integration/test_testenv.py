@@ -30,11 +30,11 @@ def test_rbac_denies_restricted_user(control_plane: ControlPlane, namespace: str
     path = control_plane.kubeconfig_for(RESTRICTED_USER)
     api = config.new_client_from_config(config_file=str(path))  # type: ignore[no-untyped-call]
     with api, pytest.raises(ApiException) as denied:
-        client.CoreV1Api(api).list_namespaced_pod(namespace)
+        client.CoreV1Api(api).list_namespaced_secret(namespace)  # never granted to any role here
     assert denied.value.status == 403
     assert denied.value.body is not None
     message = json.loads(denied.value.body)["message"]
-    assert f'User "{RESTRICTED_USER}" cannot list resource "pods"' in message
+    assert f'User "{RESTRICTED_USER}" cannot list resource "secrets"' in message
 
 
 def test_garbage_collector_deletes_orphans(
