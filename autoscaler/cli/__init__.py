@@ -16,6 +16,7 @@ from autoscaler.api.defaults import default_job
 from autoscaler.api.manifests import ManifestError, load_jobs
 from autoscaler.api.models import PyTorchJob
 from autoscaler.api.validation import validate
+from autoscaler.cli.operator_command import add_operator_command
 from autoscaler.controller.builders import desired_objects
 
 USAGE_ERROR = 2
@@ -51,6 +52,7 @@ def parser() -> argparse.ArgumentParser:
         sub.add_argument("-f", "--filename", type=Path, required=True, action="append")
         sub.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
         sub.set_defaults(command=handler)
+    add_operator_command(commands)
     demo = commands.add_parser("demo", help="render the bundled example job")
     demo.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
     demo.set_defaults(command=run_demo)

@@ -121,6 +121,9 @@ class Kube:
             raise _translate(ApiException(http_resp=response))
         return response
 
+    def close(self) -> None:
+        self.api.close()
+
     # -- reads -----------------------------------------------------------------------------------
 
     def get(self, resource: Resource, namespace: str, name: str, *, sub: str = "") -> JSON:

@@ -5,6 +5,7 @@ through `autoscaler.clients`, retries, and measures. Writes are idempotent: name
 deterministic, so a create that already happened is a 409 and a delete that did is a 404.
 """
 
+import json
 import logging
 import threading
 import time
@@ -94,6 +95,11 @@ class Operator:
         )
         self.hpas = Informer(kube, HPAS, on_event=self._on_owned_hpa, watch_timeout=timeout)
         self.informers = (self.jobs, self.pods, self.services, self.hpas)
+        self._caches = {
+            "Pod": self.pods,
+            "Service": self.services,
+            "HorizontalPodAutoscaler": self.hpas,
+        }
 
     # -- running -------------------------------------------------------------------------------
 
@@ -197,32 +203,57 @@ class Operator:
         )
 
     def apply(self, job: JSON, result: Plan, *, observed: Observed) -> None:
-        namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        """Every write of the plan; a failed one is reported and retried, the rest still done."""
         self._expect(job, result)
-        caches = {"Pod": self.pods, "Service": self.services, "HorizontalPodAutoscaler": self.hpas}
-        for obj in result.create:
-            with suppress(ConflictError):  # already there: a stale cache; names are deterministic
-                caches[obj["kind"]].apply("ADDED", self.kube.create(obj))
-        for kind, object_name in result.delete:
-            with suppress(NotFoundError):
-                self.kube.delete(BY_KIND[kind], namespace, object_name)
+        failures = [error for obj in result.create if (error := self._create(job, obj))]
+        for kind, name in result.delete:
+            if error := self._delete(job, kind, name):
+                failures.append(error)
         for obj in result.update:
             self.kube.replace(obj)  # a conflict retries the whole pass from fresh caches
         for event in result.events:
-            self.kube.create(
-                job_event(
-                    job,
-                    type_=event.type,
-                    reason=event.reason,
-                    message=event.message,
-                    now=self.clock(),
-                )
-            )
+            self._record(job, event.type, event.reason, event.message)
         if result.status is not None:
             self._write_status(job, result.status, observed=observed)
         if result.delete_job:
             with suppress(NotFoundError):
-                self.kube.delete(JOBS, namespace, name)
+                self.kube.delete(JOBS, job["metadata"]["namespace"], job["metadata"]["name"])
+        if failures:
+            raise failures[0]
+
+    def _create(self, job: JSON, obj: JSON) -> Exception | None:
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        try:
+            created = self.kube.create(obj)
+        except ConflictError:
+            return None  # already there (a stale cache): names are deterministic
+        except Exception as error:  # e.g. a template the pod API rejects: tell the user
+            self._record(job, "Warning", f"FailedCreate{kind}", f"Error creating: {_reason(error)}")
+            return error
+        self._caches[kind].apply("ADDED", created)
+        self._record(job, "Normal", f"SuccessfulCreate{kind}", f"Created {kind.lower()}: {name}")
+        return None
+
+    def _delete(self, job: JSON, kind: str, name: str) -> Exception | None:
+        try:
+            self.kube.delete(BY_KIND[kind], job["metadata"]["namespace"], name)
+        except NotFoundError:
+            return None
+        except Exception as error:
+            self._record(
+                job, "Warning", f"FailedDelete{kind}", f"Error deleting {name}: {_reason(error)}"
+            )
+            return error
+        self._record(job, "Normal", f"SuccessfulDelete{kind}", f"Deleted {kind.lower()}: {name}")
+        return None
+
+    def _record(self, job: JSON, type_: str, reason: str, message: str) -> None:
+        """Events are best effort: losing one must not fail the pass."""
+        event = job_event(job, type_=type_, reason=reason, message=message, now=self.clock())
+        try:
+            self.kube.create(event)
+        except Exception:
+            log.warning("could not record event %s for %s", reason, job["metadata"]["name"])
 
     def _write_status(self, job: JSON, status: JSON, *, observed: Observed) -> None:
         """PUT /status; on a conflict, re-plan once from a fresh read of the job."""
@@ -278,3 +309,14 @@ def _gone(obj: JSON | None) -> bool:
 def _controlled_by(obj: JSON, uid: str | None) -> bool:
     refs = obj["metadata"].get("ownerReferences") or []
     return any(ref.get("controller") and ref.get("uid") == uid for ref in refs)
+
+
+def _reason(error: Exception) -> str:
+    """The API server's message for a rejected write, else the error itself."""
+    body = getattr(getattr(error, "__cause__", None), "body", None) or getattr(error, "body", None)
+    if body:
+        try:
+            return str(json.loads(body).get("message", body))
+        except ValueError:
+            return str(body)
+    return str(error)

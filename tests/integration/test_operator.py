@@ -183,7 +183,9 @@ def test_elastic_job_gets_pods_services_hpa_env_and_status(cluster: Cluster) -> 
     cluster.wait_condition("elastic", ("Succeeded", "True"))
     # Once finished, workers still active are counted as succeeded (upstream does the same).
     worker = lambda: cluster.job("elastic")["status"]["replicaStatuses"]["Worker"]  # noqa: E731
-    wait_for(lambda: worker().get("succeeded") == 2 and "active" not in worker(), what="succeeded 2")
+    wait_for(
+        lambda: worker().get("succeeded") == 2 and "active" not in worker(), what="succeeded 2"
+    )
     assert "completionTime" in cluster.job("elastic")["status"]
 
 
@@ -507,3 +509,29 @@ def test_resync_of_steady_jobs_writes_nothing(cluster: Cluster, operator: Operat
         return operator.kube.writes == before
 
     wait_for(settled, timeout=60, what="a resync of every job without a single write")
+
+
+def test_pod_the_api_server_rejects_gets_a_warning_event_and_backoff(
+    cluster: Cluster, operator: Operator
+) -> None:
+    """A template the CRD accepts but the pod API does not (a sidecar named against DNS rules)."""
+    job = elastic_job("sidecar", replicas=1)
+    containers = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
+    containers.append({"name": "Side_Car", "image": "busybox"})
+    cluster.create(job)
+    wait_for(lambda: "FailedCreatePod" in cluster.events("sidecar"), what="a FailedCreatePod event")
+    listing = cluster.core.list_namespaced_event(
+        cluster.ns, field_selector="involvedObject.name=sidecar,reason=FailedCreatePod"
+    )
+    assert 'Pod "sidecar-worker-0" is invalid' in listing.items[0].message
+    assert "spec.containers[1].name" in listing.items[0].message
+    assert cluster.pods("sidecar") == {}
+    assert operator.healthy()
+
+
+def test_successful_writes_are_recorded_as_events(cluster: Cluster) -> None:
+    cluster.create(elastic_job("noted", replicas=1))
+    wait_for(
+        lambda: {"SuccessfulCreatePod", "SuccessfulCreateService"} <= set(cluster.events("noted")),
+        what="events",
+    )
