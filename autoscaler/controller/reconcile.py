@@ -87,6 +87,7 @@ class _Planner:
             self.condition(
                 cond.CREATED, "True", "Created", f"PyTorchJob {self.job.name} is created."
             )
+            self.warn_deprecated()
         self.reconcile_hpa()
         if cond.is_finished(self.status["conditions"]):
             self.finish()
@@ -253,9 +254,7 @@ class _Planner:
             pods = slots.get(index, [])
             if not pods:
                 if index < replicas:
-                    self.result.create.append(
-                        desired_pod(self.job, replica_type=replica_type, index=index)
-                    )
+                    self.create_pod(replica_type, index=index)
                 continue
             if index >= replicas:  # scale-down: highest indices go; never counted as failures
                 for pod in pods:
@@ -384,6 +383,22 @@ class _Planner:
                 "Restarting",
                 f"PyTorchJob {self.job.name} is restarting {what}",
             )
+
+    def create_pod(self, replica_type: str, *, index: int) -> None:
+        self.result.create.append(desired_pod(self.job, replica_type=replica_type, index=index))
+        template = self.job.spec.pytorch_replica_specs[replica_type].template or {}
+        if (template.get("spec") or {}).get("restartPolicy"):
+            message = (
+                "Restart policy in pod template will be overwritten by restart policy in replica spec"
+            )
+            self.event("Warning", "SetPodTemplateRestartPolicy", message)
+
+    def warn_deprecated(self) -> None:
+        """Upstream's webhook warns at admission; a CRD cannot, so the job gets an Event."""
+        policy = self.job.spec.elastic_policy
+        if policy is not None and policy.n_proc_per_node is not None:
+            message = "spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead"
+            self.event("Warning", "DeprecatedField", message)
 
     # -- helpers ---------------------------------------------------------------------------------
 

@@ -345,3 +345,16 @@ def test_is_subset_ignores_server_defaults() -> None:
     assert is_subset({"a": 1, "b": [{"c": 2}]}, {"a": 1, "b": [{"c": 2, "d": 3}], "e": 4})
     assert not is_subset({"a": 1}, {"a": 2})
     assert not is_subset({"b": [1]}, {"b": [1, 2]})
+
+
+def test_template_restart_policy_is_overwritten_with_a_warning() -> None:
+    j = job(restart="ExitCode", elastic={"nProcPerNode": 2})
+    j["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["restartPolicy"] = "Always"
+    result = plan(j, Observed(), now=NOW)
+    pods = [obj for obj in result.create if obj["kind"] == "Pod"]
+    assert {pod["spec"]["restartPolicy"] for pod in pods} == {"Never"}  # ExitCode is the operator's
+    assert [e.reason for e in result.events] == [
+        "DeprecatedField",
+        "SetPodTemplateRestartPolicy",
+        "SetPodTemplateRestartPolicy",
+    ]
