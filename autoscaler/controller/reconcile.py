@@ -26,6 +26,9 @@ from autoscaler.controller.pods import (
 )
 from autoscaler.controller.status import count_replicas, is_subset
 
+TEMPLATE_RESTART_MESSAGE = (
+    "Restart policy in pod template will be overwritten by restart policy in replica spec"
+)
 RETRYABLE_EXIT = 128  # ExitCode policy: codes >= 128 (signals) and "no exit code" are retried
 
 
@@ -388,10 +391,7 @@ class _Planner:
         self.result.create.append(desired_pod(self.job, replica_type=replica_type, index=index))
         template = self.job.spec.pytorch_replica_specs[replica_type].template or {}
         if (template.get("spec") or {}).get("restartPolicy"):
-            message = (
-                "Restart policy in pod template will be overwritten by restart policy in replica spec"
-            )
-            self.event("Warning", "SetPodTemplateRestartPolicy", message)
+            self.event("Warning", "SetPodTemplateRestartPolicy", TEMPLATE_RESTART_MESSAGE)
 
     def warn_deprecated(self) -> None:
         """Upstream's webhook warns at admission; a CRD cannot, so the job gets an Event."""
