@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from autoscaler.api import coordinates as c
 from autoscaler.clients.informer import Informer, ObjectKey
 from autoscaler.clients.kube import (
@@ -95,6 +97,7 @@ class Operator:
         )
         self.hpas = Informer(kube, HPAS, on_event=self._on_owned_hpa, watch_timeout=timeout)
         self.informers = (self.jobs, self.pods, self.services, self.hpas)
+        self._rejected: dict[ObjectKey, Any] = {}
         self._caches = {
             "Pod": self.pods,
             "Service": self.services,
@@ -187,11 +190,28 @@ class Operator:
         if job is None or not self._expectations_met(key):
             return None
         observed = self.observe(job)
-        result = plan(job, observed, now=self.clock())
+        try:
+            result = plan(job, observed, now=self.clock())
+        except ValidationError as error:
+            self._reject(job, error)
+            return None
         self.apply(job, result, observed=observed)
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
         return result
+
+    def _reject(self, job: JSON, error: ValidationError) -> None:
+        """A stored job the models cannot read (the CRD makes this rare): one Warning Event per
+        generation, no retries; the next edit of the job brings it back."""
+        key, generation = (
+            (job["metadata"]["namespace"], job["metadata"]["name"]),
+            job["metadata"].get("generation"),
+        )
+        if self._rejected.get(key) != generation:
+            self._rejected[key] = generation
+            first = error.errors()[0]
+            field = ".".join(str(part) for part in first["loc"])
+            self._record(job, "Warning", "InvalidSpec", f"{field}: {first['msg']}")
 
     def observe(self, job: JSON) -> Observed:
         key = (job["metadata"]["namespace"], job["metadata"]["name"])
