@@ -80,18 +80,11 @@ class Kube:
         self.requests = 0
         self.writes = 0
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Any = None,
-        query: list[tuple[str, Any]] | None = None,
-        content_type: str = "application/json",
-    ) -> JSON:
+    def request(self, method: str, path: str, **options: Any) -> JSON:
+        """One request; `options` as `_send`'s. Returns the decoded JSON body."""
         self.requests += 1
         self.writes += method != "GET"
-        response = self._send(method, path, body=body, query=query, content_type=content_type)
+        response = self._send(method, path, **options)
         response.read()
         data: JSON = json.loads(response.data or b"{}")
         return data

@@ -28,6 +28,7 @@ from autoscaler.clients.kube import (
     ConflictError,
     Kube,
     NotFoundError,
+    Resource,
 )
 from autoscaler.controller.naming import selector
 from autoscaler.controller.reconcile import Observed, Plan, plan
@@ -79,22 +80,18 @@ class Operator:
         self._lock = threading.Lock()
         timeout = config.watch_timeout
         self.jobs = Informer(kube, JOBS, on_event=self._on_job, watch_timeout=timeout)
-        self.pods = Informer(
-            kube,
-            PODS,
-            on_event=self._on_owned,
-            selector=OWNED_SELECTOR,
-            index=job_key_of,
-            watch_timeout=timeout,
-        )
-        self.services = Informer(
-            kube,
-            SERVICES,
-            on_event=self._on_owned,
-            selector=OWNED_SELECTOR,
-            index=job_key_of,
-            watch_timeout=timeout,
-        )
+
+        def owned(resource: Resource) -> Informer:
+            return Informer(
+                kube,
+                resource,
+                on_event=self._on_owned,
+                selector=OWNED_SELECTOR,
+                index=job_key_of,
+                watch_timeout=timeout,
+            )
+
+        self.pods, self.services = owned(PODS), owned(SERVICES)
         self.hpas = Informer(kube, HPAS, on_event=self._on_owned_hpa, watch_timeout=timeout)
         self.informers = (self.jobs, self.pods, self.services, self.hpas)
         self._rejected: dict[ObjectKey, Any] = {}
