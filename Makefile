@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-unit lint format crd openapi testenv system-deps clean
+.PHONY: help demo test test-unit bench-operator lint format crd openapi testenv system-deps clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -34,6 +34,9 @@ test: $(STAMP) system-deps testenv ## set everything up, then run the whole suit
 
 test-unit: $(STAMP) ## only the tests that need no servers
 	$(BIN)/python -m pytest -m 'not integration'
+
+bench-operator: $(STAMP) system-deps testenv ## benchmark the operator: 500 jobs x 8 workers vs raw creates
+	$(BIN)/python -m benchmarks.bench_operator
 
 lint: $(STAMP) ## ruff, mypy and the import contracts
 	$(BIN)/ruff check .

@@ -1,5 +1,6 @@
 """List-and-watch caches of Kubernetes objects (a small client-go informer)."""
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -79,7 +80,10 @@ class Informer:
         """End the current watch now (after `stop` is set), instead of at its timeout."""
         response = self._response
         if response is not None:
-            response.shutdown()
+            # A watch that already ended has released its connection to the pool (urllib3 then
+            # raises RuntimeError, or ValueError once closed): nothing is left to interrupt.
+            with contextlib.suppress(RuntimeError, ValueError, OSError):
+                response.shutdown()
 
     def relist(self) -> str:
         listing = self.kube.list(self.resource, selector=self.selector)
@@ -110,6 +114,9 @@ class Informer:
         return version
 
     def apply(self, kind: str, obj: JSON) -> None:
+        # managedFields are a quarter of a cached pod and nothing here reads them (client-go
+        # strips them too).
+        obj["metadata"].pop("managedFields", None)
         key = object_key(obj)
         with self._lock:
             if kind != "DELETED" and _older(obj, than=self._objects.get(key)):

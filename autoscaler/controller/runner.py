@@ -32,6 +32,7 @@ from autoscaler.clients.kube import (
 )
 from autoscaler.controller.naming import selector
 from autoscaler.controller.reconcile import Observed, Plan, plan
+from autoscaler.controller.recorder import EventRecorder
 from autoscaler.controller.workqueue import ShutDownError, WorkQueue
 from autoscaler.observability.events import job_event
 from autoscaler.observability.metrics import OperatorMetrics, operator_metrics
@@ -76,6 +77,7 @@ class Operator:
         self.kube, self.config, self.clock = kube, config, clock
         self.metrics = metrics or operator_metrics()
         self.queue = WorkQueue()
+        self.events = EventRecorder(kube)
         self._expectations: dict[ObjectKey, _Expectation] = {}
         self._lock = threading.Lock()
         timeout = config.watch_timeout
@@ -126,10 +128,15 @@ class Operator:
         self.queue.shut_down()
         for worker in workers:
             worker.join(timeout=30)
+        self.events.close()
         for informer in self.informers:
             informer.close()
         for thread in threads:
             thread.join(timeout=10)
+
+    def idle(self) -> bool:
+        """Nothing queued, in progress or waiting to be sent (benchmarks and tests wait on it)."""
+        return self.queue.idle() and self.events.idle()
 
     def healthy(self) -> bool:
         return all(inf.synced.is_set() for inf in self.informers)
@@ -265,12 +272,9 @@ class Operator:
         return None
 
     def _record(self, job: JSON, type_: str, reason: str, message: str) -> None:
-        """Events are best effort: losing one must not fail the pass."""
-        event = job_event(job, type_=type_, reason=reason, message=message, now=self.clock())
-        try:
-            self.kube.create(event)
-        except Exception:
-            log.warning("could not record event %s for %s", reason, job["metadata"]["name"])
+        self.events.record(
+            job_event(job, type_=type_, reason=reason, message=message, now=self.clock())
+        )
 
     def _write_status(self, job: JSON, status: JSON, *, observed: Observed) -> None:
         """PUT /status; on a conflict, re-plan once from a fresh read of the job."""

@@ -41,6 +41,11 @@ class WorkQueue:
         with self._cond:
             return len(self._queue) + len(self._later)
 
+    def idle(self) -> bool:
+        """No key queued, scheduled or being processed."""
+        with self._cond:
+            return not (self._queue or self._later or self._processing)
+
     def add(self, key: Key) -> None:
         with self._cond:
             self._add(key)

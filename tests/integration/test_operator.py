@@ -171,12 +171,15 @@ def test_elastic_job_gets_pods_services_hpa_env_and_status(cluster: Cluster) -> 
     }
     cluster.run_all("elastic")
     cluster.wait_condition("elastic", ("Running", "True"))
-    scale = cluster.jobs.get_namespaced_custom_object_scale(
-        c.GROUP, c.VERSION, cluster.ns, c.PLURAL, "elastic"
-    )
-    assert scale["status"]["replicas"] == 2
+
+    def scale() -> JSON:
+        return cluster.jobs.get_namespaced_custom_object_scale(
+            c.GROUP, c.VERSION, cluster.ns, c.PLURAL, "elastic"
+        )  # type: ignore[no-any-return]
+
+    wait_for(lambda: scale()["status"].get("replicas") == 2, what="/scale to report 2 active")
     assert (
-        scale["status"]["selector"]
+        scale()["status"]["selector"]
         == "training.kubeflow.org/job-name=elastic,training.kubeflow.org/operator-name=pytorchjob-controller,training.kubeflow.org/replica-type=worker"
     )
     cluster.set_phase("elastic-worker-1", "Succeeded")

@@ -32,6 +32,7 @@ def test_unreadable_job_gets_one_warning_event_per_generation() -> None:
     operator.jobs.apply("ADDED", job)
     assert operator.reconcile(("ns", "odd")) is None
     assert operator.reconcile(("ns", "odd")) is None
+    operator.events.close()  # events are sent off the reconcile path: flush them
     events = [(e["reason"], e["message"]) for e in kube.created]
     assert events == [
         (

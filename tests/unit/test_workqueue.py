@@ -52,3 +52,16 @@ def test_shut_down_releases_workers() -> None:
     queue.shut_down()
     with pytest.raises(ShutDownError):
         queue.get(timeout=1)
+
+
+def test_idle_only_when_nothing_is_queued_scheduled_or_processing() -> None:
+    clock = Clock()
+    queue = WorkQueue(clock=clock)
+    assert queue.idle()
+    queue.add_after("a", 1.0)
+    assert not queue.idle()
+    clock.now = 1.0
+    key = queue.get(timeout=0)
+    assert not queue.idle()
+    queue.done(key)
+    assert queue.idle()

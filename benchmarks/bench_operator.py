@@ -1,0 +1,821 @@
+"""The operator at scale against a real kube-apiserver + etcd: `make bench-operator`.
+
+    python -m benchmarks.bench_operator --jobs 500 --workers 8     # the issue's size (default)
+    python -m benchmarks.bench_operator --jobs 20 --workers 2      # a quick smoke run
+
+One run, one fresh control plane, four phases:
+
+1. baseline: create the same jobs x workers pods and headless services (the very bodies the
+   operator would send) straight through the API server from a few threads, no operator;
+2. operator: start the operator, create the jobs as a user script would (a few threads), and
+   time until every pod exists (the operator's caches, confirmed by a label-selected LIST);
+3. settle: wait until the queue is empty and nothing is written for a while;
+4. no-op resync: `Operator.resync()`, wait for one pass per job, count the writes (target 0).
+
+Prints figures, targets and ratios against the baseline measured in this same run (machines
+are shared and noisy: compare ratios, not seconds, between runs). Always exits 0 unless the
+benchmark itself breaks; a missed target prints MISSED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import os
+import resource
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from autoscaler.api import coordinates as c
+from autoscaler.clients.kube import JOBS, PODS, SERVICES, Kube, Resource, api_client
+from autoscaler.controller.reconcile import Observed, plan
+from autoscaler.controller.runner import OWNED_SELECTOR, Operator, OperatorConfig
+from tests.support.controlplane import ControlPlane, binaries_dir
+
+JSON = dict[str, Any]
+REPO = Path(__file__).resolve().parents[1]
+CRD_FILE = REPO / "deploy" / "crds" / "kubeflow.org_pytorchjobs.yaml"
+ECHO_JOB = REPO / "tests" / "fixtures" / "upstream" / "echo.yaml"
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+NAMESPACES = Resource("", "v1", "namespaces")
+BASELINE_NS, OPERATOR_NS = "bench-baseline", "bench-operator"
+TARGET_SECONDS, TARGET_RSS_MB, TARGET_RESYNC_WRITES = 60.0, 300.0, 0
+POLL = 0.05
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# -- instrumentation (benchmark side only: a Kube that also times its calls) ----------------------
+
+
+class TimedKube(Kube):
+    """`Kube` plus per-call counts and seconds, split into send (request out, headers back)
+    and read+parse (body read and `json.loads`). Behaviour is the parent's, unchanged."""
+
+    def __init__(self, api: Any) -> None:
+        super().__init__(api)
+        self._stats_lock = threading.Lock()
+        self._local = threading.local()
+        self.calls: Counter[tuple[str, str]] = Counter()
+        self.failed: Counter[tuple[str, str]] = Counter()
+        self.total_s: defaultdict[tuple[str, str], float] = defaultdict(float)
+        self.send_s: defaultdict[tuple[str, str], float] = defaultdict(float)
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return super()._send(method, path, **kwargs)
+        finally:
+            self._local.send = time.perf_counter() - started
+
+    def request(self, method: str, path: str, **kwargs: Any) -> JSON:
+        self._local.send = 0.0
+        started = time.perf_counter()
+        ok = False
+        try:
+            data = super().request(method, path, **kwargs)
+            ok = True
+            return data
+        finally:
+            total = time.perf_counter() - started
+            key = (method, _kind_of(path))
+            with self._stats_lock:
+                self.calls[key] += 1
+                self.failed[key] += not ok
+                self.total_s[key] += total
+                self.send_s[key] += self._local.send
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._stats_lock:
+            return {
+                "requests": self.requests,
+                "writes": self.writes,
+                "calls": Counter(self.calls),
+                "failed": Counter(self.failed),
+                "total_s": dict(self.total_s),
+                "send_s": dict(self.send_s),
+            }
+
+
+def _kind_of(path: str) -> str:
+    parts = [p for p in path.split("/") if p]
+    if "namespaces" in parts and parts.index("namespaces") + 2 < len(parts):
+        i = parts.index("namespaces") + 2
+        rest = parts[i:]
+    else:
+        rest = parts[2:] if parts[0] == "api" else parts[3:]
+    if not rest:
+        return "?"
+    kind = rest[0] + ("/{name}" if len(rest) > 1 else "")
+    return kind + ("/" + rest[2] if len(rest) > 2 else "")
+
+
+def diff(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "requests": after["requests"] - before["requests"],
+        "writes": after["writes"] - before["writes"],
+    }
+    for name in ("calls", "failed"):
+        out[name] = after[name] - before[name]  # Counter subtraction drops zeros
+    for name in ("total_s", "send_s"):
+        out[name] = {k: v - before[name].get(k, 0.0) for k, v in after[name].items()}
+    return out
+
+
+def cpu_seconds_of(pid: int | str) -> float:
+    """utime + stime of a process (or /proc/self/task/<tid>) from /proc, in seconds."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds per live thread of this process, grouped by name (worker-*, informer-*...)."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out: dict[str, float] = defaultdict(float)
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            seconds = cpu_seconds_of(f"self/task/{task.name}")
+        except OSError:
+            continue
+        name = names.get(int(task.name), "other")
+        group = "worker-*" if name.startswith("worker-") else name
+        group = "bench-*" if group.startswith(("bench", "ThreadPool")) else group
+        out[group] += seconds
+    return dict(out)
+
+
+def status_kb(field_name: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return float(line.split()[1])
+    return 0.0
+
+
+def reset_peak_rss() -> bool:
+    """Reset VmHWM (the kernel's peak RSS) so the next phase's peak can be read on its own."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def maxrss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Sampler:
+    """A poor man's py-spy: samples every thread's stack every `interval` s (wall clock).
+
+    For each thread group it counts the innermost frame and the innermost frame inside
+    `autoscaler/`, and a coarse category (network wait, JSON, pydantic, ...).
+    """
+
+    def __init__(self, interval: float = 0.005) -> None:
+        self.interval = interval
+        self.leaf: dict[str, Counter[str]] = defaultdict(Counter)
+        self.ours: dict[str, Counter[str]] = defaultdict(Counter)
+        self.category: dict[str, Counter[str]] = defaultdict(Counter)
+        self.samples: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        me = threading.get_ident()
+        while not self._stop.wait(self.interval):
+            names = {t.ident: t.name for t in threading.enumerate()}
+            for ident, frame in sys._current_frames().items():
+                name = names.get(ident, "?")
+                if ident == me or not name.startswith(("worker-", "informer-")):
+                    continue
+                group = "worker-*" if name.startswith("worker-") else name
+                self.samples[group] += 1
+                self.leaf[group][_where(frame)] += 1
+                self.category[group][_category(frame)] += 1
+                f: Any = frame
+                while f is not None and "/autoscaler/" not in f.f_code.co_filename:
+                    f = f.f_back
+                self.ours[group][_where(f, line=True) if f else "(outside autoscaler)"] += 1
+
+
+def _where(frame: Any, *, line: bool = False) -> str:
+    code = frame.f_code
+    where = f"{Path(code.co_filename).name}:{code.co_name}"
+    return f"{where}:{frame.f_lineno}" if line else where
+
+
+_CATEGORIES: list[tuple[str, Callable[[str, str, set[str]], bool]]] = [
+    ("idle (waiting for work)", lambda inner, chain, funcs: "workqueue.py" in chain),
+    ("JSON decode", lambda inner, chain, funcs: "/json/" in inner),
+    ("pydantic (PyTorchJob.model_validate)", lambda inner, chain, funcs: "pydantic" in chain),
+    (
+        "network wait (socket/TLS)",
+        lambda inner, chain, funcs: any(f in inner for f in ("ssl.py", "socket.py", "client.py")),
+    ),
+    ("HTTP client (urllib3)", lambda inner, chain, funcs: "urllib3" in chain),
+    ("kubernetes client (serialize/call_api)", lambda inner, chain, funcs: "kubernetes" in chain),
+    (
+        "plan (reconcile/builders)",
+        lambda inner, chain, funcs: any(f in chain for f in ("reconcile.py", "builders.py")),
+    ),
+    (
+        "operator code (informer/runner)",
+        lambda inner, chain, funcs: any(f in chain for f in ("informer.py", "runner.py")),
+    ),
+]
+
+
+def _category(frame: Any) -> str:
+    files: list[tuple[str, str]] = []
+    f = frame
+    while f is not None:
+        files.append((f.f_code.co_filename, f.f_code.co_name))
+        f = f.f_back
+    inner, chain, funcs = files[0][0], " ".join(n for n, _ in files), {fn for _, fn in files}
+    return next((name for name, rule in _CATEGORIES if rule(inner, chain, funcs)), "other")
+
+
+# -- cluster setup ---------------------------------------------------------------------------------
+
+
+def wait_until(predicate: Callable[[], Any], *, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(POLL)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def install_crd(kube: Kube) -> None:
+    kube.request("POST", CRDS.path(), body=yaml.safe_load(CRD_FILE.read_text()))
+
+    def established() -> bool:
+        crd = kube.get(CRDS, "", c.CRD_NAME)
+        return any(
+            cond["type"] == "Established" and cond["status"] == "True"
+            for cond in (crd.get("status") or {}).get("conditions") or []
+        )
+
+    wait_until(established, timeout=60, what="the PyTorchJob CRD to be Established")
+
+    def served() -> bool:
+        try:
+            kube.list(JOBS, namespace="default")
+            return True
+        except Exception:
+            return False
+
+    wait_until(served, timeout=60, what="pytorchjobs to be served")
+
+
+def create_namespace(kube: Kube, name: str) -> None:
+    kube.request(
+        "POST",
+        NAMESPACES.path(),
+        body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+    )
+
+
+def job_manifest(name: str, namespace: str, workers: int) -> JSON:
+    job: JSON = yaml.safe_load(ECHO_JOB.read_text())
+    job["metadata"] = {"name": name, "namespace": namespace}
+    job["spec"]["elasticPolicy"].update(minReplicas=1, maxReplicas=max(workers, 1))
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = workers
+    return job
+
+
+def job_names(jobs: int) -> list[str]:
+    return [f"bench-{i:05d}" for i in range(jobs)]
+
+
+def count_listed(kube: Kube, resource: Resource, namespace: str, selector: str) -> int:
+    """Objects matching `selector`, by a paginated LIST (counts only, never holds them all)."""
+    total, token = 0, ""
+    while True:
+        query: list[tuple[str, Any]] = [("labelSelector", selector), ("limit", 500)]
+        if token:
+            query.append(("continue", token))
+        page = kube.request("GET", resource.path(namespace), query=query)
+        total += len(page.get("items") or [])
+        token = (page.get("metadata") or {}).get("continue") or ""
+        if not token:
+            return total
+
+
+def run_threads(threads: int, items: Iterable[Any], work: Callable[[Any], None]) -> None:
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bench") as pool:
+        for future in [pool.submit(work, item) for item in items]:
+            future.result()
+
+
+# -- phases ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Results:
+    jobs: int
+    workers: int
+    rows: list[tuple[str, str, str, str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    missed: list[str] = field(default_factory=list)
+
+    def row(
+        self, figure: str, value: str, target: str = "", met: bool | None = None, ratio: str = ""
+    ) -> None:
+        verdict = "" if met is None else ("met" if met else "MISSED")
+        if met is False:
+            self.missed.append(figure)
+        self.rows.append((figure, value, target, verdict, ratio))
+
+
+def baseline(kube: TimedKube, args: argparse.Namespace) -> dict[str, Any]:
+    """Raw creates of the operator's own pod and service bodies, `--baseline-threads` at once.
+
+    Bodies come from `reconcile.plan` for each job (as the operator sends them) in a separate
+    namespace, with the operator-name label changed so the operator's informers never list them.
+    """
+    template = job_manifest("x", BASELINE_NS, args.workers)
+
+    def bodies(name: str) -> list[JSON]:
+        job = copy.deepcopy(template)
+        job["metadata"].update(name=name, uid=f"00000000-0000-0000-0000-{hash(name) % 10**12:012d}")
+        objects = [o for o in plan(job, Observed(), now=datetime.now(UTC)).create]
+        for obj in objects:
+            obj["metadata"]["labels"][c.LABEL_OPERATOR_NAME] = (
+                "bench-baseline-ignore"  # same length as the real value
+            )
+        return [o for o in objects if o["kind"] in ("Pod", "Service")]
+
+    def create_all(name: str) -> None:
+        for obj in bodies(name):  # built lazily per job: the baseline holds no big list
+            kube.create(obj)
+
+    before = kube.snapshot()
+    cpu = {"apiserver": 0.0, "etcd": 0.0}
+    started = time.perf_counter()
+    cpu0 = (time.process_time(), *server_cpu(args))
+    run_threads(args.baseline_threads, job_names(args.jobs), create_all)
+    seconds = time.perf_counter() - started
+    cpu1 = (time.process_time(), *server_cpu(args))
+    cpu = {"python": cpu1[0] - cpu0[0], "apiserver": cpu1[1] - cpu0[1], "etcd": cpu1[2] - cpu0[2]}
+    objects = args.jobs * args.workers * 2
+    pods_listed = count_listed(kube, PODS, BASELINE_NS, f"{c.LABEL_OPERATOR_NAME}")
+    stats = diff(kube.snapshot(), before)
+    # Clear them (unscheduled pods go at once) so both phases run against similar stores.
+    cleanup = time.perf_counter()
+    for kind in (PODS, SERVICES):
+        kube.request(
+            "DELETE", kind.path(BASELINE_NS), body={"kind": "DeleteOptions", "apiVersion": "v1"}
+        )
+    wait_until(
+        lambda: count_listed(kube, PODS, BASELINE_NS, c.LABEL_OPERATOR_NAME) == 0,
+        timeout=300,
+        what="the baseline pods to be deleted",
+    )
+    return {
+        "seconds": seconds,
+        "objects": objects,
+        "pods_listed": pods_listed,
+        "cpu": cpu,
+        "stats": stats,
+        "cleanup_seconds": time.perf_counter() - cleanup,
+    }
+
+
+_SERVER_PIDS: dict[str, int] = {}
+
+
+def server_cpu(args: argparse.Namespace) -> tuple[float, float]:
+    return tuple(  # type: ignore[return-value]
+        cpu_seconds_of(_SERVER_PIDS[name]) if name in _SERVER_PIDS else 0.0
+        for name in ("apiserver", "etcd")
+    )
+
+
+def reconciles(op: Operator) -> tuple[float, float]:
+    counter = op.metrics.reconciles
+    return counter.labels(result="ok")._value.get(), counter.labels(result="error")._value.get()
+
+
+def wait_quiet(op: Operator, kube: Kube, *, quiet: float, timeout: float) -> float:
+    """Wait until the queue is idle and no request was made for `quiet` s; returns the
+    perf_counter time of the last change (the moment the operator actually settled)."""
+    deadline = time.perf_counter() + timeout
+    last_state: Any = None
+    last_change = time.perf_counter()
+    while time.perf_counter() < deadline:
+        state = (kube.requests, reconciles(op), op.idle())
+        now = time.perf_counter()
+        if state != last_state:
+            last_state, last_change = state, now
+        elif state[2] and now - last_change >= quiet:
+            return last_change
+        time.sleep(POLL)
+    raise TimeoutError(f"the operator did not settle within {timeout:.0f}s")
+
+
+def operator_run(
+    op_kube: TimedKube, user: TimedKube, bench: Kube, args: argparse.Namespace, res: Results
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    gc.collect()
+    out["rss_before_operator_mb"] = status_kb("VmRSS") / 1024
+    out["maxrss_before_reset_mb"] = maxrss_mb()
+    out["hwm_reset"] = reset_peak_rss()
+
+    op = Operator(
+        op_kube,
+        config=OperatorConfig(
+            workers=args.operator_workers, resync_seconds=3600.0, watch_timeout=60
+        ),
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=op.run, args=(stop,), name="operator", daemon=True)
+    s0 = op_kube.snapshot()
+    started = time.perf_counter()
+    thread.start()
+    wait_until(op.healthy, timeout=60, what="the operator's caches to sync")
+    out["sync_seconds"] = time.perf_counter() - started
+    s1 = op_kube.snapshot()
+    sampler = Sampler() if args.profile else None
+    if sampler:
+        sampler.start()
+
+    s2 = create_and_wait(op, user=user, bench=bench, args=args, res=res, out=out)
+    s3 = op_kube.snapshot()
+    if sampler:
+        sampler.stop()
+        out["sampler"] = sampler
+    jobs = op.jobs.items()
+    out["jobs_with_status"] = sum(bool((j.get("status") or {}).get("conditions")) for j in jobs)
+    out["pods_listed"] = count_listed(bench, PODS, OPERATOR_NS, OWNED_SELECTOR)
+    out["services_listed"] = count_listed(bench, SERVICES, OPERATOR_NS, OWNED_SELECTOR)
+    s4, s5 = noop_resync(op, op_kube, args, out, jobs=len(jobs))
+
+    out["peak_hwm_mb"] = status_kb("VmHWM") / 1024
+    out["maxrss_mb"] = max(out["maxrss_before_reset_mb"], maxrss_mb())
+    out["phases"] = {
+        "sync": diff(s1, s0),
+        "create (until every pod exists)": diff(s2, s1),
+        "settle": diff(s3, s2),
+        "no-op resync": diff(s5, s4),
+    }
+    out["total_to_settle"] = diff(s3, s1)
+    out["informer_sizes"] = {inf.resource.plural: len(inf.items()) for inf in op.informers}
+
+    stop.set()
+    thread.join(timeout=60)
+    return out
+
+
+def create_and_wait(
+    op: Operator,
+    *,
+    user: TimedKube,
+    bench: Kube,
+    args: argparse.Namespace,
+    res: Results,
+    out: dict[str, Any],
+) -> dict[str, Any]:
+    """Create the jobs like a user script; time until every pod exists, then until settled.
+    Returns the operator client's snapshot taken when every pod existed."""
+    op_kube: Any = op.kube
+    n, m = args.jobs, args.workers
+    template = job_manifest("x", OPERATOR_NS, m)
+
+    def create_job(name: str) -> None:
+        job = copy.deepcopy(template)
+        job["metadata"]["name"] = name
+        user.create(job)
+
+    cpu0 = (time.process_time(), *server_cpu(args))
+    threads0 = thread_cpu()
+    t0 = time.perf_counter()
+    creator = threading.Thread(
+        target=run_threads,
+        args=(args.user_threads, job_names(n), create_job),
+        name="bench-user",
+        daemon=True,
+    )
+    creator.start()
+    expected = n * m
+    pods_at = services_at = None
+    jobs_created_at = None
+    deadline = t0 + args.timeout
+    while time.perf_counter() < deadline:
+        now = time.perf_counter()
+        if jobs_created_at is None and not creator.is_alive():
+            jobs_created_at = now
+        if (
+            pods_at is None
+            and len(op.pods.items()) >= expected  # the caches say so: confirm with the server
+            and count_listed(bench, PODS, OPERATOR_NS, OWNED_SELECTOR) >= expected
+        ):
+            pods_at = now
+        if services_at is None and len(op.services.items()) >= expected:
+            services_at = now
+        if pods_at is not None and services_at is not None and jobs_created_at is not None:
+            break
+        time.sleep(POLL)
+    creator.join(timeout=60)
+    s2: dict[str, Any] = op_kube.snapshot()
+    if pods_at is None:
+        res.notes.append(f"not every pod existed after --timeout {args.timeout:.0f}s")
+    out["pods_seconds"] = (pods_at or time.perf_counter()) - t0
+    out["services_seconds"] = (services_at or time.perf_counter()) - t0
+    out["jobs_created_seconds"] = (jobs_created_at or time.perf_counter()) - t0
+    out["pods_done"] = pods_at is not None
+
+    settled_at = wait_quiet(op, op_kube, quiet=args.quiet, timeout=args.timeout)
+    out["settled_seconds"] = settled_at - t0
+    cpu1 = (time.process_time(), *server_cpu(args))
+    out["cpu"] = {
+        "python": cpu1[0] - cpu0[0],
+        "apiserver": cpu1[1] - cpu0[1],
+        "etcd": cpu1[2] - cpu0[2],
+    }
+    threads1 = thread_cpu()
+    out["thread_cpu"] = {k: v - threads0.get(k, 0.0) for k, v in threads1.items()}
+    return s2
+
+
+def noop_resync(
+    op: Operator, op_kube: TimedKube, args: argparse.Namespace, out: dict[str, Any], *, jobs: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`resync()` once everything settled: one pass per job, which should write nothing."""
+    ok0, err0 = reconciles(op)
+    before = op_kube.snapshot()
+    started = time.perf_counter()
+    op.resync()
+    wait_until(
+        lambda: sum(reconciles(op)) >= ok0 + err0 + jobs and op.idle(),
+        timeout=args.timeout,
+        what="one pass per job after resync()",
+    )
+    out["resync_seconds"] = time.perf_counter() - started
+    time.sleep(args.quiet)  # anything a pass scheduled would show up here
+    after = op_kube.snapshot()
+    out["resync_passes"] = sum(reconciles(op)) - ok0 - err0
+    out["reconcile_errors"] = reconciles(op)[1]
+    return before, after
+
+
+# -- report ----------------------------------------------------------------------------------------
+
+
+def report(
+    base: dict[str, Any], run: dict[str, Any], args: argparse.Namespace, res: Results
+) -> None:
+    n, m = args.jobs, args.workers
+    raw = base["seconds"]
+    res.row(
+        "baseline: raw create pods+services",
+        f"{raw:.1f} s ({base['objects']} objects, {base['objects'] / raw:.0f}/s, "
+        f"{args.baseline_threads} threads)",
+    )
+    res.row(
+        "operator: seconds until every pod exists",
+        f"{run['pods_seconds']:.1f} s",
+        f"< {TARGET_SECONDS:.0f} s",
+        run["pods_done"] and run["pods_seconds"] < TARGET_SECONDS,
+        f"{run['pods_seconds'] / raw:.2f}x raw pods+services",
+    )
+    res.row(
+        "operator: ... every pod and service",
+        f"{run['services_seconds']:.1f} s",
+        "",
+        None,
+        f"{max(run['services_seconds'], run['pods_seconds']) / raw:.2f}x raw pods+services",
+    )
+    res.row(
+        "operator: ... and settled (status written, quiet)",
+        f"{run['settled_seconds']:.1f} s",
+        "",
+        None,
+        f"{run['settled_seconds'] / raw:.2f}x raw",
+    )
+    res.row(
+        "user: creating the jobs",
+        f"{run['jobs_created_seconds']:.1f} s ({args.user_threads} threads)",
+    )
+    total = run["total_to_settle"]
+    create = run["phases"]["create (until every pod exists)"]
+    res.row(
+        "operator API requests per job (to settle)",
+        f"{total['requests'] / n:.2f} ({total['writes'] / n:.2f} writes)",
+        f"min {2 * m + 1} writes",
+        None,
+        f"{total['requests'] / n / (2 * m):.2f}x raw (2M={2 * m} requests/job)",
+    )
+    res.row(
+        "  ... of which until every pod exists",
+        f"{create['requests'] / n:.2f} ({create['writes'] / n:.2f} writes)",
+    )
+    resync = run["phases"]["no-op resync"]
+    res.row(
+        "writes during the no-op resync",
+        f"{resync['writes']} ({resync['requests']} requests, {run['resync_passes']:.0f} passes, "
+        f"{run['resync_seconds']:.2f} s)",
+        f"= {TARGET_RESYNC_WRITES}",
+        resync["writes"] == TARGET_RESYNC_WRITES and run["resync_passes"] >= n,
+    )
+    res.row(
+        "peak RSS, whole benchmark process (ru_maxrss)",
+        f"{run['maxrss_mb']:.0f} MB",
+        f"< {TARGET_RSS_MB:.0f} MB",
+        run["maxrss_mb"] < TARGET_RSS_MB,
+        f"{run['maxrss_mb'] / base['maxrss_mb']:.2f}x baseline-phase peak "
+        f"({base['maxrss_mb']:.0f} MB)",
+    )
+    if run["hwm_reset"]:
+        res.row(
+            "peak RSS, operator phase (VmHWM reset)",
+            f"{run['peak_hwm_mb']:.0f} MB",
+            f"< {TARGET_RSS_MB:.0f} MB",
+            None,
+            f"+{run['peak_hwm_mb'] - run['rss_before_operator_mb']:.0f} MB over the "
+            f"{run['rss_before_operator_mb']:.0f} MB before the operator started",
+        )
+    bcpu, ocpu = base["cpu"], run["cpu"]
+    res.row(
+        "CPU s: python / apiserver / etcd",
+        f"{ocpu['python']:.1f} / {ocpu['apiserver']:.1f} / {ocpu['etcd']:.1f} (operator run)",
+        "",
+        None,
+        f"baseline {bcpu['python']:.1f} / {bcpu['apiserver']:.1f} / {bcpu['etcd']:.1f}",
+    )
+
+    print_table(res, args)
+    print_details(base, run, args)
+    for note in res.notes:
+        print(f"note: {note}")
+    print()
+    if res.missed:
+        print(f"MISSED: {', '.join(res.missed)}")
+    else:
+        print("All targets met.")
+
+
+def print_table(res: Results, args: argparse.Namespace) -> None:
+    widths = [
+        max(len(r[i]) for r in [*res.rows, ("figure", "value", "target", "met?", "ratio")])
+        for i in range(5)
+    ]
+    head = ("figure", "value", "target", "met?", "ratio vs same-run baseline")
+    print()
+    print(
+        f"bench-operator: {res.jobs} jobs x {res.workers} workers, "
+        f"{args.operator_workers} operator workers, "
+        f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}"
+    )
+    line = "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=False))
+    print(line)
+    print("-" * len(line))
+    for r in res.rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=False)).rstrip())
+    print()
+
+
+def print_details(base: dict[str, Any], run: dict[str, Any], args: argparse.Namespace) -> None:
+    n = args.jobs
+    total = run["total_to_settle"]
+    print(
+        "Operator API calls, creation to settle (count, mean ms; send = request out + headers "
+        "back, rest = body read + json.loads):"
+    )
+    calls, total_s, send_s = total["calls"], total["total_s"], total["send_s"]
+    for key, count in sorted(calls.items(), key=lambda kv: -kv[1]):
+        mean = total_s.get(key, 0.0) / count * 1000
+        send = send_s.get(key, 0.0) / count * 1000
+        failed = total["failed"].get(key, 0)
+        extra = f", {failed} failed" if failed else ""
+        print(
+            f"  {key[0]:6} {key[1]:28} {count:6}  {mean:6.2f} ms (send {send:.2f}, rest "
+            f"{mean - send:.2f}){extra}"
+        )
+    busy = sum(total_s.values())
+    print(
+        f"  sum of request time {busy:.1f} s over {args.operator_workers} workers = "
+        f"{busy / args.operator_workers:.1f} s per worker (wall to settle "
+        f"{run['settled_seconds']:.1f} s)"
+    )
+    bcalls = base["stats"]
+    bmean = sum(bcalls["total_s"].values()) / max(sum(bcalls["calls"].values()), 1) * 1000
+    print(
+        f"  baseline: mean create {bmean:.2f} ms over {sum(bcalls['calls'].values())} calls "
+        f"from {args.baseline_threads} threads"
+    )
+    print()
+    print("Python CPU seconds by thread, creation to settle:")
+    for name, seconds in sorted(run["thread_cpu"].items(), key=lambda kv: -kv[1]):
+        if seconds >= 0.05:
+            print(f"  {name:24} {seconds:6.1f}")
+    print(
+        f"  informer cache sizes: {run['informer_sizes']}; jobs with status: "
+        f"{run['jobs_with_status']}/{n}; LIST: {run['pods_listed']} pods, "
+        f"{run['services_listed']} services; reconcile errors: {run['reconcile_errors']:.0f}"
+    )
+    sampler = run.get("sampler")
+    if sampler is not None:
+        print()
+        print("Where threads spend wall time (sampled every 5 ms, creation to settle):")
+        for group in sorted(sampler.samples):
+            total_samples = sampler.samples[group]
+            print(f"  {group} ({total_samples} samples)")
+            for what, k in sampler.category[group].most_common(8):
+                print(f"    {100 * k / total_samples:5.1f}%  {what}")
+            print("    innermost autoscaler frame:")
+            for what, k in sampler.ours[group].most_common(args.profile_top):
+                print(f"      {100 * k / total_samples:5.1f}%  {what}")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_operator",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--jobs", type=int, default=500, help="PyTorchJobs to create (500)")
+    parser.add_argument("--workers", type=int, default=8, help="Worker replicas per job (8)")
+    parser.add_argument("--operator-workers", type=int, default=4, help="reconcile workers (4)")
+    parser.add_argument("--baseline-threads", type=int, default=4, help="raw-create threads (4)")
+    parser.add_argument("--user-threads", type=int, default=4, help="job-creating threads (4)")
+    parser.add_argument("--quiet", type=float, default=2.0, help="s without requests = settled")
+    parser.add_argument("--timeout", type=float, default=900.0, help="per-phase limit, s")
+    parser.add_argument("--profile", action="store_true", help="sample thread stacks (slower)")
+    parser.add_argument("--profile-top", type=int, default=12)
+    parser.add_argument("--keep", action="store_true", help="keep the control plane's workdir")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    res = Results(args.jobs, args.workers)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-operator-"))
+    plane = ControlPlane(bin_dir=binaries_dir())
+    print(f"starting etcd + kube-apiserver in {workdir} ...", flush=True)
+    plane.start(workdir)
+    for name, attr in (("apiserver", "_apiserver"), ("etcd", "_etcd")):
+        proc = getattr(plane, attr, None)  # read-only: their CPU time for the report
+        if proc is not None:
+            _SERVER_PIDS[name] = proc.pid
+    kubeconfig = str(plane.kubeconfig_path)
+    clients: list[Kube] = []
+    try:
+        admin = TimedKube(api_client(kubeconfig=kubeconfig))
+        clients.append(admin)
+        print(
+            f"control plane up in {plane.startup_seconds:.1f} s; installing the CRD ...", flush=True
+        )
+        install_crd(admin)
+        for ns in (BASELINE_NS, OPERATOR_NS):
+            create_namespace(admin, ns)
+
+        print(f"baseline: raw create of {args.jobs * args.workers} pods + services ...", flush=True)
+        raw = TimedKube(api_client(kubeconfig=kubeconfig))
+        clients.append(raw)
+        gc.collect()
+        reset_peak_rss()
+        base = baseline(raw, args)
+        base["maxrss_mb"] = status_kb("VmHWM") / 1024
+        print(
+            f"  {base['seconds']:.1f} s (+{base['cleanup_seconds']:.1f} s to delete them)",
+            flush=True,
+        )
+
+        print(f"operator: {args.jobs} jobs x {args.workers} workers ...", flush=True)
+        op_kube = TimedKube(api_client(kubeconfig=kubeconfig))
+        user = TimedKube(api_client(kubeconfig=kubeconfig))
+        clients += [op_kube, user]
+        run = operator_run(op_kube, user, admin, args, res)
+        report(base, run, args, res)
+    finally:
+        for kube in clients:
+            kube.close()
+        plane.stop(remove_workdir=not args.keep)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
