@@ -196,6 +196,14 @@ class Operator:
         observed = self.observe(job)
         try:
             result = plan(job, observed, now=self.clock())
+            if any(kind == "Pod" for kind, _ in result.delete):
+                # Removing pods is not undone by the next pass: decide it on a fresh read.
+                # (When a job is deleted, the garbage collector may remove worker-0 before
+                # the watch tells us the job is gone; a stale job would "restart" the rest.)
+                fresh = self._fresh(job)
+                if fresh is None:
+                    return None
+                job, result = fresh, plan(fresh, observed, now=self.clock())
         except ValidationError as error:
             self._reject(job, error)
             return None
@@ -203,6 +211,17 @@ class Operator:
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
         return result
+
+    def _fresh(self, job: JSON) -> JSON | None:
+        """The job as the API server has it now (None, and forgotten, if it is gone)."""
+        namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        try:
+            fresh = self.kube.get(JOBS, namespace, name)
+        except NotFoundError:
+            self.jobs.apply("DELETED", job)
+            return None
+        self.jobs.apply("MODIFIED", fresh)
+        return fresh
 
     def _reject(self, job: JSON, error: ValidationError) -> None:
         """A stored job the models cannot read (the CRD makes this rare): one Warning Event per
@@ -280,6 +299,8 @@ class Operator:
         """PUT /status; on a conflict, re-plan once from a fresh read of the job."""
         try:
             written = self.kube.replace({**job, "status": status}, sub="status")
+        except NotFoundError:
+            return  # deleted meanwhile: there is no status left to write
         except ConflictError:
             fresh = self.kube.get(JOBS, job["metadata"]["namespace"], job["metadata"]["name"])
             replanned = plan(fresh, observed, now=self.clock())

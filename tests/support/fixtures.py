@@ -9,6 +9,7 @@ import pytest
 from kubernetes import client, config
 
 from tests.support.controlplane import ControlPlane, binaries_dir
+from tests.support.external_metrics import ExternalMetricsServer, register, unregister
 from tests.support.prometheus import PrometheusServer
 
 _TIMINGS = pytest.StashKey[dict[str, float]]()
@@ -77,4 +78,21 @@ def prometheus(
         _record(request, "prometheus", server.startup_seconds)
         yield server
     finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def external_metrics(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    kube_api: client.ApiClient,
+) -> Iterator[ExternalMetricsServer]:
+    """A fake external.metrics.k8s.io server, registered and Available in the aggregator."""
+    server = ExternalMetricsServer(tmp_path_factory.mktemp("external-metrics"))
+    server.start()
+    try:
+        _record(request, "external metrics APIService", register(kube_api, server))
+        yield server
+    finally:
+        unregister(kube_api)  # first, so the aggregator stops calling a stopped server
         server.stop()
