@@ -43,6 +43,7 @@ from autoscaler.clients.kube import JOBS, PODS, SERVICES, Kube, Resource, api_cl
 from autoscaler.controller.reconcile import Observed, plan
 from autoscaler.controller.runner import OWNED_SELECTOR, Operator, OperatorConfig
 from tests.support.controlplane import ControlPlane, binaries_dir
+from tests.support.polling import wait_for
 
 JSON = dict[str, Any]
 REPO = Path(__file__).resolve().parents[1]
@@ -257,16 +258,6 @@ def _category(frame: Any) -> str:
 # -- cluster setup ---------------------------------------------------------------------------------
 
 
-def wait_until(predicate: Callable[[], Any], *, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(POLL)
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
 def install_crd(kube: Kube) -> None:
     kube.request("POST", CRDS.path(), body=yaml.safe_load(CRD_FILE.read_text()))
 
@@ -277,7 +268,7 @@ def install_crd(kube: Kube) -> None:
             for cond in (crd.get("status") or {}).get("conditions") or []
         )
 
-    wait_until(established, timeout=60, what="the PyTorchJob CRD to be Established")
+    wait_for(established, timeout=60, what="the PyTorchJob CRD to be Established")
 
     def served() -> bool:
         try:
@@ -286,7 +277,7 @@ def install_crd(kube: Kube) -> None:
         except Exception:
             return False
 
-    wait_until(served, timeout=60, what="pytorchjobs to be served")
+    wait_for(served, timeout=60, what="pytorchjobs to be served")
 
 
 def create_namespace(kube: Kube, name: str) -> None:
@@ -388,7 +379,7 @@ def baseline(kube: TimedKube, args: argparse.Namespace) -> dict[str, Any]:
         kube.request(
             "DELETE", kind.path(BASELINE_NS), body={"kind": "DeleteOptions", "apiVersion": "v1"}
         )
-    wait_until(
+    wait_for(
         lambda: count_listed(kube, PODS, BASELINE_NS, c.LABEL_OPERATOR_NAME) == 0,
         timeout=300,
         what="the baseline pods to be deleted",
@@ -455,7 +446,7 @@ def operator_run(
     s0 = op_kube.snapshot()
     started = time.perf_counter()
     thread.start()
-    wait_until(op.healthy, timeout=60, what="the operator's caches to sync")
+    wait_for(op.healthy, timeout=60, what="the operator's caches to sync")
     out["sync_seconds"] = time.perf_counter() - started
     s1 = op_kube.snapshot()
     sampler = Sampler() if args.profile else None
@@ -568,7 +559,7 @@ def noop_resync(
     before = op_kube.snapshot()
     started = time.perf_counter()
     op.resync()
-    wait_until(
+    wait_for(
         lambda: sum(reconciles(op)) >= ok0 + err0 + jobs and op.idle(),
         timeout=args.timeout,
         what="one pass per job after resync()",

@@ -1,7 +1,6 @@
 """Fixtures for tests that need the PyTorchJob CRD installed in the real API server."""
 
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,18 +13,9 @@ from autoscaler.api import coordinates as c
 from autoscaler.clients.kube import Kube, api_client
 from autoscaler.controller.runner import Operator, OperatorConfig
 from tests.support.controlplane import RESTRICTED_USER, ControlPlane
+from tests.support.polling import wait_for
 
 CRD_FILE = Path(__file__).resolve().parents[2] / "deploy" / "crds" / "kubeflow.org_pytorchjobs.yaml"
-
-
-def wait_for(predicate: Any, *, timeout: float = 30.0, interval: float = 0.1, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def established(ext: client.ApiextensionsV1Api) -> bool:

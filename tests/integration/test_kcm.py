@@ -15,10 +15,10 @@ from kubernetes import client
 
 from autoscaler.api import coordinates as c
 from autoscaler.controller.runner import Operator
-from tests.integration.conftest import wait_for
 from tests.integration.test_operator import CPU_METRIC, Cluster, elastic_job, names
 from tests.support.controlplane import ControlPlane
 from tests.support.external_metrics import GROUP, VERSION, ExternalMetricsServer
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
 JSON = dict[str, Any]

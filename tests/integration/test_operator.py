@@ -9,8 +9,8 @@ from kubernetes import client
 
 from autoscaler.api import coordinates as c
 from autoscaler.controller.runner import Operator
-from tests.integration.conftest import wait_for
 from tests.support.jobs import upstream_job
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.integration
 JSON = dict[str, Any]
@@ -100,6 +100,17 @@ class Cluster:
 
         wait_for(exactly, what=f"pods {sorted(names)}")
         return found
+
+    def start_running(self, job: JSON) -> dict[str, JSON]:
+        """Create an elastic job, mark its workers Running (the kubelet's part), wait for Running."""
+        name = job["metadata"]["name"]
+        self.create(job)
+        self.wait_pods(
+            name, names(name, "worker", job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"])
+        )
+        self.run_all(name)
+        self.wait_condition(name, ("Running", "True"))
+        return self.pods(name)
 
     def wait_condition(self, job: str, expected: tuple[str, str]) -> None:
         wait_for(
@@ -193,10 +204,7 @@ def test_elastic_job_gets_pods_services_hpa_env_and_status(cluster: Cluster) -> 
 
 
 def test_scale_up_and_down_through_scale_subresource(cluster: Cluster) -> None:
-    cluster.create(elastic_job("scaling", replicas=2))
-    cluster.wait_pods("scaling", names("scaling", "worker", 2))
-    cluster.run_all("scaling")
-    cluster.wait_condition("scaling", ("Running", "True"))
+    cluster.start_running(elastic_job("scaling", replicas=2))
     before = {name: pod["metadata"]["uid"] for name, pod in cluster.pods("scaling").items()}
     cluster.scale("scaling", 4)
     cluster.wait_pods("scaling", names("scaling", "worker", 4))
@@ -323,10 +331,7 @@ def test_restart_policies(cluster: Cluster, policy: str, code: int, outcome: str
     name = f"restart-{policy.lower()}-{code}"
     job = elastic_job(name, replicas=2)
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = policy
-    cluster.create(job)
-    cluster.wait_pods(name, names(name, "worker", 2))
-    cluster.run_all(name)
-    cluster.wait_condition(name, ("Running", "True"))
+    cluster.start_running(job)
     uid = cluster.pods(name)[f"{name}-worker-1"]["metadata"]["uid"]
     cluster.set_phase(f"{name}-worker-1", "Failed", **failed_with(code))
     if outcome == "recreated":
@@ -342,10 +347,7 @@ def test_restart_policies(cluster: Cluster, policy: str, code: int, outcome: str
 
 
 def test_losing_worker_0_restarts_every_worker(cluster: Cluster) -> None:
-    cluster.create(elastic_job("host", replicas=3))
-    cluster.wait_pods("host", names("host", "worker", 3))
-    cluster.run_all("host")
-    cluster.wait_condition("host", ("Running", "True"))
+    cluster.start_running(elastic_job("host", replicas=3))
     uids = {name: pod["metadata"]["uid"] for name, pod in cluster.pods("host").items()}
     cluster.set_phase("host-worker-0", "Failed", **failed_with(1))
 
@@ -498,10 +500,7 @@ def test_job_managed_by_another_controller_is_left_alone(
 
 def test_resync_of_steady_jobs_writes_nothing(cluster: Cluster, operator: Operator) -> None:
     """Every job of the session is resynced (every second here); steady ones cost no write."""
-    cluster.create(elastic_job("steady", replicas=2, metrics=[CPU_METRIC]))
-    cluster.wait_pods("steady", names("steady", "worker", 2))
-    cluster.run_all("steady")
-    cluster.wait_condition("steady", ("Running", "True"))
+    cluster.start_running(elastic_job("steady", replicas=2, metrics=[CPU_METRIC]))
 
     def passes() -> float:
         return operator.metrics.reconciles.labels(result="ok")._value.get()

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from tests.integration.conftest import wait_for
 from tests.integration.test_operator import Cluster, elastic_job, names
 from tests.support.controlplane import ControlPlane
+from tests.support.polling import wait_for
 from tests.support.processes import free_port, http_get, log_tail, start_process, stop_process
 
 pytestmark = pytest.mark.integration
