@@ -144,7 +144,7 @@ class _Planner:
             type=cond.HPA_CONDITION, status="False", reason="HPANotOwned", message=message
         )
         self.status["conditions"] = cond.set_side_condition(before, new, now=self.now)
-        if self.status["conditions"] is not before and self.status["conditions"] != before:
+        if self.status["conditions"] != before:
             self.event("Warning", "HPANotOwned", message)
 
     def owns(self, obj: JSON) -> bool:
@@ -157,9 +157,12 @@ class _Planner:
 
     def finish(self) -> None:
         policy = self.job.spec.run_policy.clean_pod_policy
-        for pod in self.observed.pods:
-            if policy == "All" or (policy == "Running" and phase(pod) in ("Running", "Pending")):
-                self.delete_pod_and_service(pod)
+        if policy == "All":
+            self.delete_everything()
+        elif policy == "Running":
+            for pod in self.observed.pods:
+                if phase(pod) in ("Running", "Pending"):
+                    self.delete_pod_and_service(pod)
         if cond.has_condition(self.status["conditions"], cond.SUCCEEDED):
             for counts in (self.status.get("replicaStatuses") or {}).values():
                 counts["succeeded"] = counts.get("succeeded", 0) + counts.pop("active", 0)
@@ -177,8 +180,7 @@ class _Planner:
             self.result.requeue_after = remaining
 
     def suspend(self) -> None:
-        for pod in self.observed.pods:
-            self.delete_pod_and_service(pod)
+        self.delete_everything()
         for counts in (self.status.get("replicaStatuses") or {}).values():
             counts.pop("active", None)
         message = f"PyTorchJob {self.job.name} is suspended."
@@ -226,8 +228,7 @@ class _Planner:
         return limit == 0 and failed_now > failed_before
 
     def fail_job(self, why: str) -> None:
-        for pod in self.observed.pods:
-            self.delete_pod_and_service(pod)
+        self.delete_everything()
         self.status.setdefault("completionTime", cond.timestamp(self.now))
         message = f"Job {self.job.name} has failed because {why}"
         self.condition(cond.FAILED, "True", "Failed", message)
@@ -413,6 +414,14 @@ class _Planner:
     def delete(self, pod: JSON) -> None:
         if not is_terminating(pod):
             self.result.delete.append(("Pod", pod["metadata"]["name"]))
+
+    def delete_everything(self) -> None:
+        """Every pod and every service of the job (suspend, failure, cleanPodPolicy All)."""
+        for pod in self.observed.pods:
+            self.delete(pod)
+        self.result.delete.extend(
+            ("Service", svc["metadata"]["name"]) for svc in self.observed.services
+        )
 
     def delete_pod_and_service(self, pod: JSON) -> None:
         self.delete(pod)

@@ -218,8 +218,8 @@ def test_master_success_completes_the_job() -> None:
             "All",
             [
                 ("Pod", "j-worker-0"),
-                ("Service", "j-worker-0"),
                 ("Pod", "j-worker-1"),
+                ("Service", "j-worker-0"),
                 ("Service", "j-worker-1"),
             ],
         ),
@@ -242,6 +242,16 @@ def test_ttl_after_finished(elapsed: int, delete_job: bool, requeue: float | Non
         job(run_policy={"ttlSecondsAfterFinished": 60}, status=status), Observed(), now=NOW
     )
     assert (result.delete_job, result.requeue_after) == (delete_job, requeue)
+
+
+def test_suspend_removes_services_whose_pods_are_already_gone() -> None:
+    observed = Observed(pods=[pod(0)], services=[service(0), service(1)])
+    result = plan(job(run_policy={"suspend": True}), observed, now=NOW)
+    assert result.delete == [
+        ("Pod", "j-worker-0"),
+        ("Service", "j-worker-0"),
+        ("Service", "j-worker-1"),
+    ]
 
 
 def test_suspend_then_resume() -> None:
