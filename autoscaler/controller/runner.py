@@ -115,7 +115,7 @@ class Operator:
         ]
         for thread in threads:
             thread.start()
-        while not stop.is_set() and not all(inf.synced.is_set() for inf in self.informers):
+        while not stop.is_set() and not self.healthy():
             stop.wait(0.05)
         workers = [
             threading.Thread(target=self._work, daemon=True, name=f"worker-{i}")
@@ -332,11 +332,12 @@ class Operator:
             expectation = self._expectations.get(key)
         if expectation is None:
             return True
-        caches = {"Pod": self.pods, "Service": self.services}
-        seen = all(
-            caches[kind].get((key[0], name)) is not None for kind, name in expectation.created
-        )
-        gone = all(_gone(caches[kind].get((key[0], name))) for kind, name in expectation.deleted)
+        cached = {
+            (kind, name): self._caches[kind].get((key[0], name))
+            for kind, name in expectation.created | expectation.deleted
+        }
+        seen = all(cached[ref] is not None for ref in expectation.created)
+        gone = all(_gone(cached[ref]) for ref in expectation.deleted)
         if (seen and gone) or time.monotonic() > expectation.deadline:
             with self._lock:
                 self._expectations.pop(key, None)
