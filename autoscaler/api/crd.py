@@ -163,10 +163,11 @@ def structural(schema: JSON, *, defs: JSON) -> JSON:
 
 
 def _without(schema: JSON, key: str) -> JSON:
+    """The schema's own keywords without `key`, its title and pydantic's `default: null`."""
     return {
         k: v
         for k, v in schema.items()
-        if k not in (key, "title", "default") or (k == "default" and v is not None)
+        if k not in (key, "title") and not (k == "default" and v is None)
     }
 
 
