@@ -15,6 +15,7 @@ from tests.integration.test_operator import Cluster, elastic_job, names
 from tests.support.controlplane import ControlPlane
 from tests.support.polling import wait_for
 from tests.support.processes import free_port, http_get, log_tail, start_process, stop_process
+from tests.support.prometheus import PrometheusServer
 
 pytestmark = pytest.mark.integration
 LEASE = "operator-test-lease"
@@ -84,7 +85,7 @@ def holder(kube_api: client.ApiClient) -> str:
 
 
 def test_one_leader_acts_and_hands_over_on_sigterm(
-    start_operator: object, kube_api: client.ApiClient, namespace: str
+    start_operator: object, kube_api: client.ApiClient, namespace: str, prometheus: PrometheusServer
 ) -> None:
     start = start_operator
     first = start("first")  # type: ignore[operator]
@@ -100,6 +101,11 @@ def test_one_leader_acts_and_hands_over_on_sigterm(
     )
     assert second.metric("pytorchjob_operator_reconciles_total") is None  # the standby never acts
     assert first.metric("pytorchjob_operator_leader") == 1.0
+    # The real Prometheus scrapes the operator's /metrics as it would in a cluster.
+    prometheus.add_target(f"127.0.0.1:{first.port}", job="pytorchjob-operator")
+    query = 'sum(pytorchjob_operator_reconciles_total{job="pytorchjob-operator",result="ok"})'
+    assert float(prometheus.wait_for_series(query)[0]["value"][1]) > 0  # type: ignore[index]
+    prometheus.remove_target(f"127.0.0.1:{first.port}", job="pytorchjob-operator")
 
     first.proc.send_signal(signal.SIGTERM)
     assert first.proc.wait(timeout=15) == 0, log_tail(first.log)
