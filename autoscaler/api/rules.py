@@ -27,7 +27,11 @@ class Rule:
     reason: str = "FieldValueInvalid"
     # Returns the violation message, or None. Takes `self` and, for transition rules, `oldSelf`.
     twin: Callable[[Any, Any], str | None]
-    transition: bool = False
+
+    @property
+    def transition(self) -> bool:
+        """A rule over `oldSelf` judges updates only, as the API server does."""
+        return "oldSelf" in self.rule
 
     def to_schema(self) -> JSON:
         schema = {"rule": self.rule, "messageExpression": self.message_expression}
@@ -281,7 +285,6 @@ RULES: tuple[Rule, ...] = (
         message_expression="'runPolicy.managedBy is immutable'",
         field_path=".runPolicy.managedBy",
         twin=_managed_by_twin,
-        transition=True,
     ),
     Rule(
         at=("spec", "runPolicy", "schedulingPolicy", "queue"),
@@ -289,6 +292,5 @@ RULES: tuple[Rule, ...] = (
         message_expression="'spec.runPolicy.schedulingPolicy.queue is immutable'",
         field_path="",
         twin=_queue_twin,
-        transition=True,
     ),
 )
