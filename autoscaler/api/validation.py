@@ -8,6 +8,7 @@ API server words them (`details.causes`), so offline and online answers agree.
 
 import json
 import re
+from functools import cache
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,13 +44,19 @@ class FieldError:
 
 def validate(manifest: JSON, *, old: JSON | None = None) -> list[FieldError]:
     """The errors the API server reports for creating `manifest` (or updating `old` to it)."""
-    schema = job_schema()
+    schema = _schema()
     errors = _schema_errors(manifest, schema=schema, path="")
     if errors:
         return errors
     new = apply_defaults(prune_nulls(manifest), schema=schema)
     previous = apply_defaults(prune_nulls(old), schema=schema) if old is not None else None
     return [error for rule in RULES for error in _rule_errors(rule, new=new, old=previous)]
+
+
+@cache
+def _schema() -> JSON:
+    """The CRD's schema, generated once per process (read-only here)."""
+    return job_schema()
 
 
 def prune_nulls(value: Any) -> Any:
