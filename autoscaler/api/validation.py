@@ -8,8 +8,8 @@ API server words them (`details.causes`), so offline and online answers agree.
 
 import json
 import re
-from functools import cache
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from autoscaler.api.crd import job_schema
