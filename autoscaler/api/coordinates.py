@@ -30,15 +30,8 @@ LABEL_REPLICA_INDEX: Final = f"{LABEL_PREFIX}/replica-index"
 LABEL_JOB_ROLE: Final = f"{LABEL_PREFIX}/job-role"
 OPERATOR_NAME: Final = "pytorchjob-controller"
 
-# Annotations written by this project (its own prefix, so upstream never collides).
-ANNOTATION_PREFIX: Final = "autoscaler.kubeflow.org"
-ANNOTATION_LAST_DECISION: Final = f"{ANNOTATION_PREFIX}/last-decision"
-ANNOTATION_MANAGED_BY_ENGINE: Final = f"{ANNOTATION_PREFIX}/engine"
-
-# runPolicy.managedBy values upstream accepts.
+# The runPolicy.managedBy value of jobs this operator reconciles (unset means the same).
 MANAGED_BY_TRAINING_OPERATOR: Final = "kubeflow.org/training-operator"
-MANAGED_BY_MULTIKUEUE: Final = "kueue.x-k8s.io/multikueue"
-MANAGED_BY_VALUES: Final = (MANAGED_BY_TRAINING_OPERATOR, MANAGED_BY_MULTIKUEUE)
 
 # Container and port defaults (upstream pytorch_types.go).
 DEFAULT_CONTAINER_NAME: Final = "pytorch"
@@ -48,6 +41,3 @@ DEFAULT_RESTART_POLICY: Final = "OnFailure"
 DEFAULT_CLEAN_POD_POLICY: Final = "None"
 DEFAULT_NPROC_PER_NODE: Final = "auto"
 DEFAULT_RDZV_BACKEND: Final = "c10d"
-RDZV_BACKENDS: Final = ("c10d", "etcd", "etcd-v2")
-RESTART_POLICIES: Final = ("Always", "OnFailure", "Never", "ExitCode")
-CLEAN_POD_POLICIES: Final = ("None", "Running", "All")

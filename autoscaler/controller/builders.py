@@ -4,7 +4,7 @@ import copy
 
 from autoscaler.api import coordinates as c
 from autoscaler.api.models import JSON, PyTorchJob
-from autoscaler.controller.env import torchrun_env, with_env
+from autoscaler.controller.env import pytorch_container, torchrun_env, with_env
 from autoscaler.controller.naming import (
     is_master_role,
     owner_reference,
@@ -126,9 +126,3 @@ def desired_objects(job: PyTorchJob) -> list[JSON]:
             objects.append(desired_pod(job, replica_type=replica_type, index=index))
             objects.append(desired_service(job, replica_type=replica_type, index=index))
     return objects
-
-
-def pytorch_container(template: JSON) -> JSON:
-    containers = (template.get("spec") or {}).get("containers") or []
-    named = [cont for cont in containers if cont.get("name") == c.DEFAULT_CONTAINER_NAME]
-    return dict(named[0]) if named else {}

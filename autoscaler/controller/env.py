@@ -1,7 +1,5 @@
 """The torchrun environment of a pod, in upstream's order (reference §2.2), plus §10's fixes."""
 
-from typing import Any
-
 from autoscaler.api import coordinates as c
 from autoscaler.api.models import JSON, PyTorchJob, ReplicaSpec
 from autoscaler.controller.naming import replica_name
@@ -85,17 +83,17 @@ def procs_per_node(job: PyTorchJob) -> int:
 
 
 def pytorch_port(spec: ReplicaSpec) -> int:
-    for container in _containers(spec):
-        if container.get("name") == c.DEFAULT_CONTAINER_NAME:
-            for port in container.get("ports") or []:
-                if port.get("name") == c.DEFAULT_PORT_NAME:
-                    return int(port["containerPort"])
+    for port in pytorch_container(spec.template or {}).get("ports") or []:
+        if port.get("name") == c.DEFAULT_PORT_NAME:
+            return int(port["containerPort"])
     raise MissingPortError(f'container "pytorch" has no port named "{c.DEFAULT_PORT_NAME}"')
 
 
-def _containers(spec: ReplicaSpec) -> list[JSON]:
-    template: dict[str, Any] = spec.template or {}
-    return list((template.get("spec") or {}).get("containers") or [])
+def pytorch_container(template: JSON) -> JSON:
+    """The template's container named `pytorch` (the CRD requires one), else `{}`."""
+    containers = (template.get("spec") or {}).get("containers") or []
+    named = [cont for cont in containers if cont.get("name") == c.DEFAULT_CONTAINER_NAME]
+    return dict(named[0]) if named else {}
 
 
 def _var(name: str, value: str) -> JSON:

@@ -35,10 +35,6 @@ def replica_selector(*, job_name: str, replica_type: str) -> str:
     return selector(replica_type_labels(job_name=job_name, replica_type=replica_type))
 
 
-def job_selector(job_name: str) -> str:
-    return selector(job_labels(job_name))
-
-
 def owner_reference(job: PyTorchJob) -> JSON:
     return {
         "apiVersion": c.API_VERSION,

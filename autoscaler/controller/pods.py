@@ -3,8 +3,6 @@
 from autoscaler.api import coordinates as c
 from autoscaler.api.models import JSON
 
-NO_EXIT_CODE = None
-
 
 def phase(pod: JSON) -> str:
     return str((pod.get("status") or {}).get("phase") or "Pending")
@@ -32,7 +30,7 @@ def exit_code(pod: JSON) -> int | None:
             terminated = (status.get("state") or {}).get("terminated") or {}
             code = terminated.get("exitCode")
             return int(code) if code is not None else None
-    return NO_EXIT_CODE
+    return None
 
 
 def restart_count(pod: JSON) -> int:
