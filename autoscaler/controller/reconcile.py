@@ -266,11 +266,7 @@ class _Planner:
                 continue
             in_range.extend(pods)
             self.handle_exit(pods[0], replica_type)
-        counts = count_replicas(in_range)
-        return {
-            **counts,
-            "selector": replica_selector(job_name=self.job.name, replica_type=replica_type),
-        }
+        return {**count_replicas(in_range), **self.selector_of(replica_type)}
 
     def lost_rendezvous_host(self, replica_type: str, slots: dict[int, list[JSON]]) -> bool:
         """§10.10: worker-0 of an elastic job is gone (failed or deleted) while others remain."""
@@ -294,7 +290,7 @@ class _Planner:
         if not cond.has_condition(self.status["conditions"], cond.RESTARTING):
             self.event("Warning", cond.reason("Restarting"), message)
         self.condition(cond.RESTARTING, "True", "Restarting", message)
-        return {"selector": replica_selector(job_name=self.job.name, replica_type=replica_type)}
+        return self.selector_of(replica_type)
 
     def handle_exit(self, pod: JSON, replica_type: str) -> None:
         if phase(pod) != "Failed":
@@ -410,6 +406,10 @@ class _Planner:
             if replica_type_of(obj) == replica_type and index is not None:
                 slots.setdefault(index, []).append(obj)
         return slots
+
+    def selector_of(self, replica_type: str) -> JSON:
+        """The replica status's `selector`, which the scale subresource serves to the HPA."""
+        return {"selector": replica_selector(job_name=self.job.name, replica_type=replica_type)}
 
     def delete(self, pod: JSON) -> None:
         if not is_terminating(pod):
