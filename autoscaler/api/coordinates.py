@@ -41,3 +41,10 @@ DEFAULT_RESTART_POLICY: Final = "OnFailure"
 DEFAULT_CLEAN_POD_POLICY: Final = "None"
 DEFAULT_NPROC_PER_NODE: Final = "auto"
 DEFAULT_RDZV_BACKEND: Final = "c10d"
+
+# Annotations the policy engine reads and writes on a job.
+ENGINE_PREFIX: Final = "elastic-autoscaler.io"
+ANNOTATION_OPT_OUT: Final = f"{ENGINE_PREFIX}/opt-out"  # "true": the engine never writes the job
+ANNOTATION_WEIGHT: Final = f"{ENGINE_PREFIX}/weight"  # the job's weight in the objective
+ANNOTATION_STATE: Final = f"{ENGINE_PREFIX}/state"  # the engine's memory of the job (JSON)
+ENGINE_NAME: Final = "elastic-autoscaler-engine"

@@ -16,8 +16,10 @@ from autoscaler.api.defaults import default_job
 from autoscaler.api.manifests import ManifestError, load_jobs
 from autoscaler.api.models import PyTorchJob
 from autoscaler.api.validation import validate
+from autoscaler.cli.engine_command import add_engine_commands
 from autoscaler.cli.operator_command import add_operator_command
 from autoscaler.controller.builders import desired_objects
+from autoscaler.policies.registry import PolicyError
 
 USAGE_ERROR = 2
 DEMO_JOB = "elastic-resnet.yaml"
@@ -28,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: Callable[[argparse.Namespace], int] = args.command
     try:
         return command(args)
-    except ManifestError as error:
+    except (ManifestError, PolicyError, OSError, yaml.YAMLError) as error:
         print(f"error: {error}", file=sys.stderr)
         return USAGE_ERROR
     except ValidationError as error:  # the schema accepted what the models cannot represent
@@ -53,6 +55,7 @@ def parser() -> argparse.ArgumentParser:
         sub.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
         sub.set_defaults(command=handler)
     add_operator_command(commands)
+    add_engine_commands(commands)
     demo = commands.add_parser("demo", help="render the bundled example job")
     demo.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
     demo.set_defaults(command=run_demo)

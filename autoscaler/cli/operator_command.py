@@ -2,15 +2,13 @@
 
 import argparse
 import logging
-import os
 import signal
-import socket
 import threading
-import uuid
 from typing import Any
 
+from autoscaler.cli.common import add_service_arguments, metrics_address
+from autoscaler.cli.common import elector as leader_elector
 from autoscaler.clients.kube import Kube, api_client
-from autoscaler.controller.leader import LeaderElector, LeaseTimings
 from autoscaler.controller.runner import Operator, OperatorConfig
 from autoscaler.observability.metrics import operator_metrics
 from autoscaler.observability.server import serve
@@ -21,25 +19,11 @@ LEASE_LOST = 1
 
 def add_operator_command(commands: Any) -> None:
     sub = commands.add_parser("operator", help="run the operator (kubeconfig or in-cluster)")
-    sub.add_argument(
-        "--kubeconfig",
-        default=os.environ.get("KUBECONFIG"),
-        help="default: $KUBECONFIG, else in-cluster",
-    )
     sub.add_argument("--workers", type=int, default=4, help="jobs reconciled in parallel")
     sub.add_argument(
         "--resync-seconds", type=float, default=300.0, help="period of the full resync"
     )
-    sub.add_argument(
-        "--metrics-address", default="0.0.0.0:8080", help="HOST:PORT of /metrics and /healthz"
-    )
-    sub.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True)
-    sub.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "default"))
-    sub.add_argument("--lease-name", default="pytorchjob-operator")
-    sub.add_argument("--identity", default=f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
-    sub.add_argument("--lease-duration", type=float, default=15.0)
-    sub.add_argument("--renew-deadline", type=float, default=10.0)
-    sub.add_argument("--retry-period", type=float, default=2.0)
+    add_service_arguments(sub, lease_name="pytorchjob-operator")
     sub.set_defaults(command=run_operator)
 
 
@@ -54,7 +38,7 @@ def run_operator(args: argparse.Namespace) -> int:
         config=OperatorConfig(workers=args.workers, resync_seconds=args.resync_seconds),
         metrics=metrics,
     )
-    elector = _elector(args, kube) if args.leader_elect else None
+    elector = leader_elector(args, kube)
     stop, lost = threading.Event(), threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -63,8 +47,8 @@ def run_operator(args: argparse.Namespace) -> int:
         standby = elector is not None and not elector.is_leader.is_set()
         return standby or operator.healthy()
 
-    host, port = args.metrics_address.rsplit(":", 1)
-    server = serve(host=host, port=int(port), registry=metrics.registry, healthy=healthy)
+    host, port = metrics_address(args)
+    server = serve(host=host, port=port, registry=metrics.registry, healthy=healthy)
     log.info("serving /metrics and /healthz on %s:%d", host, server.server_port)
 
     def on_lost() -> None:
@@ -85,18 +69,3 @@ def run_operator(args: argparse.Namespace) -> int:
         kube.close()
     log.info("stopped")
     return LEASE_LOST if lost.is_set() else 0
-
-
-def _elector(args: argparse.Namespace, kube: Kube) -> LeaderElector:
-    timings = LeaseTimings(
-        lease_seconds=args.lease_duration,
-        renew_deadline=args.renew_deadline,
-        retry_period=args.retry_period,
-    )
-    return LeaderElector(
-        kube,
-        namespace=args.lease_namespace,
-        name=args.lease_name,
-        identity=args.identity,
-        timings=timings,
-    )

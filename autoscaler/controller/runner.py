@@ -30,9 +30,9 @@ from autoscaler.clients.kube import (
     NotFoundError,
     Resource,
 )
+from autoscaler.clients.recorder import EventRecorder
 from autoscaler.controller.naming import selector
 from autoscaler.controller.reconcile import Observed, Plan, plan
-from autoscaler.controller.recorder import EventRecorder
 from autoscaler.controller.workqueue import ShutDownError, WorkQueue
 from autoscaler.observability.events import job_event
 from autoscaler.observability.metrics import OperatorMetrics, operator_metrics

@@ -10,7 +10,15 @@ JSON = dict[str, Any]
 COMPONENT = c.OPERATOR_NAME
 
 
-def job_event(job: JSON, *, type_: str, reason: str, message: str, now: datetime) -> JSON:
+def job_event(
+    job: JSON,
+    *,
+    type_: str,
+    reason: str,
+    message: str,
+    now: datetime,
+    component: str = COMPONENT,
+) -> JSON:
     metadata = job["metadata"]
     stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
@@ -31,8 +39,8 @@ def job_event(job: JSON, *, type_: str, reason: str, message: str, now: datetime
         "type": type_,
         "reason": reason,
         "message": message,
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
+        "source": {"component": component},
+        "reportingComponent": component,
         "firstTimestamp": stamp,
         "lastTimestamp": stamp,
         "count": 1,

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from autoscaler.controller.leader import lease_action
+from autoscaler.clients.leader import lease_action
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

@@ -1,0 +1,24 @@
+"""Kubernetes resource quantities ("500m", "4", "1Gi") as floats."""
+
+import re
+from collections.abc import Mapping
+
+_SUFFIXES = {
+    "": 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+    "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60,
+}  # fmt: skip
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+
+
+def parse_quantity(value: str | int | float) -> float:
+    if isinstance(value, int | float):
+        return float(value)
+    match = _QUANTITY.match(value.strip())
+    if not match:
+        raise ValueError(f"not a quantity: {value!r}")
+    number, suffix = match.groups()
+    return float(number) * _SUFFIXES[suffix or ""]
+
+
+def parse_resources(resources: Mapping[str, str | int | float]) -> dict[str, float]:
+    return {name: parse_quantity(value) for name, value in resources.items()}

@@ -1,0 +1,232 @@
+"""`autoscaler engine`, `autoscaler decide` and `autoscaler policies`."""
+
+import argparse
+import json
+import logging
+import signal
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from apscheduler.schedulers.background import BackgroundScheduler
+from pydantic import BaseModel
+
+from autoscaler.cli.common import add_service_arguments, metrics_address
+from autoscaler.cli.common import elector as leader_elector
+from autoscaler.clients.engine_cluster import KubeCluster
+from autoscaler.clients.kube import Kube, api_client
+from autoscaler.clients.prometheus import PrometheusThroughput
+from autoscaler.engine.config import EngineConfig, load_config
+from autoscaler.engine.engine import Engine
+from autoscaler.metrics_contract import DEFAULT_QUERY_TEMPLATE
+from autoscaler.observability.decision_log import DecisionLog
+from autoscaler.observability.engine_metrics import engine_metrics
+from autoscaler.observability.server import serve
+from autoscaler.policies.contract import Policy, Snapshot
+from autoscaler.policies.objective import Objective
+from autoscaler.policies.registry import (
+    DEFAULT_POLICY,
+    PolicyError,
+    build,
+    find,
+    installed,
+    load_entry,
+)
+from autoscaler.policies.speedup import objective_value
+from autoscaler.policies.throughput_model import ThroughputModel
+
+LEASE_LOST = 1
+log = logging.getLogger(__name__)
+
+
+def add_engine_commands(commands: Any) -> None:
+    policies = commands.add_parser(
+        "policies", help="list the installed policies and their config schema"
+    )
+    policies.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    policies.set_defaults(command=list_policies)
+
+    decide = commands.add_parser(
+        "decide", help="run a policy once on a snapshot file and print its decisions"
+    )
+    decide.add_argument("--snapshot", type=Path, required=True, help="snapshot JSON (see docs)")
+    decide.add_argument("--policy", default=DEFAULT_POLICY, help="policy name or .py file")
+    decide.add_argument("--config", type=Path, help="the policy's config (YAML or JSON)")
+    decide.set_defaults(command=decide_once)
+
+    engine = commands.add_parser(
+        "engine", help="size every elastic job, every interval (leader-elected)"
+    )
+    engine.add_argument("--config", type=Path, help="engine config YAML (defaults when absent)")
+    add_service_arguments(engine, lease_name="elastic-autoscaler-engine")
+    engine.set_defaults(command=run_engine)
+
+
+def list_policies(args: argparse.Namespace) -> int:
+    listing = []
+    for name, entry in sorted(installed().items()):
+        try:
+            plugin = load_entry(entry)
+            listing.append(
+                {
+                    "name": name,
+                    "summary": plugin.summary,
+                    "config_schema": plugin.config_model.model_json_schema(),
+                }
+            )
+        except PolicyError as error:
+            listing.append({"name": name, "error": str(error)})
+    if args.output == "json":
+        print(json.dumps(listing, indent=2))
+        return 0
+    for item in listing:
+        print(f"{item['name']}: {item.get('summary') or 'BROKEN: ' + item['error']}")
+        for key, field in (item.get("config_schema") or {}).get("properties", {}).items():
+            print(f"    {key}: {field.get('description') or field.get('type') or ''}")
+    return 0
+
+
+def decide_once(args: argparse.Namespace) -> int:
+    snapshot = Snapshot.model_validate_json(args.snapshot.read_text())
+    plugin = find(args.policy)
+    config = plugin.config_model.model_validate(_read_mapping(args.config)) if args.config else None
+    policy = build(plugin, config.model_dump() if config else {})
+    started = time.perf_counter()
+    decisions = policy.decide(snapshot, now=datetime.now(UTC))
+    seconds = time.perf_counter() - started
+    objective, model = _reporting(config)
+    replicas = {decision.key: decision.replicas for decision in decisions}
+    print(
+        json.dumps(
+            {
+                "policy": plugin.name,
+                "objective": objective_value(snapshot, replicas, objective=objective, model=model),
+                "solve_seconds": seconds,
+                "decisions": [
+                    {
+                        "namespace": d.namespace,
+                        "name": d.name,
+                        "replicas": d.replicas,
+                        "reason": d.reason,
+                        "message": d.message,
+                    }
+                    for d in decisions
+                ],
+            },
+            indent=2,
+        )
+    )
+    return 0
+
+
+def _reporting(config: BaseModel | None) -> tuple[Objective, ThroughputModel]:
+    """The policy's own objective and throughput model when it has them, else the defaults."""
+    objective = getattr(config, "objective", None)
+    model = getattr(config, "model", None)
+    return (
+        objective if isinstance(objective, Objective) else Objective(),
+        model if isinstance(model, ThroughputModel) else ThroughputModel(),
+    )
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise PolicyError(f"{path}: the config must be a mapping")
+    return data
+
+
+def policy_from(config: EngineConfig) -> tuple[str, Policy, BaseModel]:
+    plugin = find(config.policy.name)
+    parsed = plugin.config_model.model_validate(config.policy.config)
+    return plugin.name, plugin.build(parsed), parsed
+
+
+def run_engine(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    config = load_config(args.config)
+    name, policy, policy_config = policy_from(config)
+    kube = Kube(api_client(kubeconfig=args.kubeconfig))
+    metrics = engine_metrics()
+    objective, model = _reporting(policy_config)
+    source = config.prometheus
+    engine = Engine(
+        cluster=KubeCluster(kube),
+        throughput=PrometheusThroughput(
+            url=source.url,
+            template=source.query or DEFAULT_QUERY_TEMPLATE,
+            window=source.window,
+            timeout=source.timeout_seconds,
+            bearer_token_file=source.bearer_token_file,
+            verify_tls=source.verify_tls,
+        ),
+        policy=policy,
+        policy_name=name,
+        config=config,
+        objective=objective,
+        model=model,
+        metrics=metrics,
+        decision_log=DecisionLog(config.decision_log) if config.decision_log else None,
+    )
+    elector = leader_elector(args, kube)
+    stop, lost = threading.Event(), threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    host, port = metrics_address(args)
+    server = serve(host=host, port=port, registry=metrics.registry, healthy=lambda: True)
+    log.info("serving /metrics and /healthz on %s:%d", host, server.server_port)
+
+    def on_lost() -> None:
+        lost.set()
+        stop.set()
+
+    try:
+        if elector is not None:
+            elector.run(stop, on_lost=on_lost)
+            metrics.leader.set(1 if elector.is_leader.is_set() else 0)
+        if not stop.is_set():
+            _schedule(engine, interval=config.interval_seconds, stop=stop)
+    finally:
+        if elector is not None and not lost.is_set():
+            elector.release()
+        server.shutdown()
+        engine.close()
+        kube.close()
+    log.info("stopped")
+    return LEASE_LOST if lost.is_set() else 0
+
+
+def _schedule(engine: Engine, *, interval: float, stop: threading.Event) -> None:
+    """A round now and every interval after; a round never overlaps the next; stop waits for it."""
+    scheduler = BackgroundScheduler(timezone=UTC)
+
+    def round_() -> None:
+        try:
+            report = engine.run_once(now=datetime.now(UTC))
+            log.info(
+                "round: %d jobs, %d written, policy %.3f s%s",
+                len(report.outcomes),
+                sum(o.written for o in report.outcomes),
+                report.solve_seconds,
+                f", fallback {report.fallback}" if report.fallback else "",
+            )
+        except Exception:  # one failed round (API down) must not end the engine
+            log.exception("decision round failed; retrying next interval")
+
+    scheduler.add_job(
+        round_,
+        "interval",
+        seconds=interval,
+        next_run_time=datetime.now(UTC),
+        max_instances=1,
+        coalesce=True,
+    )
+    scheduler.start()
+    log.info("deciding every %.1f s with policy %s", interval, engine.policy_name)
+    stop.wait()
+    scheduler.shutdown(wait=True)

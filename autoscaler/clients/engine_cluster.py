@@ -1,0 +1,131 @@
+"""The engine's `Cluster` on Kubernetes: jobs, capacity, `/scale` writes, state, Events."""
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from autoscaler.api import coordinates as c
+from autoscaler.api.quantity import parse_resources
+from autoscaler.clients.kube import JOBS, PODS, ConflictError, Kube, NotFoundError, Resource
+from autoscaler.clients.recorder import EventRecorder
+from autoscaler.engine.jobs import managed_job, pod_requests
+from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
+from autoscaler.observability.events import job_event
+
+JSON = dict[str, Any]
+NODES = Resource("", "v1", "nodes")
+SCALE_ATTEMPTS = 3
+log = logging.getLogger(__name__)
+
+
+class KubeCluster:
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        recorder: EventRecorder | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.kube, self.clock = kube, clock
+        self.recorder = recorder or EventRecorder(kube)
+        self._engine_jobs: set[JobKey] = set()
+
+    def jobs(self) -> Sequence[ManagedJob]:
+        jobs = []
+        for obj in self.kube.list(JOBS)["items"]:
+            try:
+                job = managed_job(obj)
+            except (KeyError, TypeError, ValueError) as error:  # the CRD schema should prevent it
+                log.warning(
+                    "skipping unreadable job %s: %r", obj.get("metadata", {}).get("name"), error
+                )
+                continue
+            if job is not None:
+                jobs.append(job)
+        self._engine_jobs = {job.key for job in jobs if job.owner is Owner.ENGINE}
+        return jobs
+
+    def capacity(self) -> Mapping[str, float]:
+        """Allocatable of Ready, schedulable nodes minus requests of pods it does not size."""
+        totals: dict[str, float] = {}
+        for node in self.kube.list(NODES)["items"]:
+            if _usable(node):
+                for name, amount in parse_resources(
+                    node["status"].get("allocatable") or {}
+                ).items():
+                    totals[name] = totals.get(name, 0.0) + amount
+        for pod in self.kube.list(PODS)["items"]:
+            if not self._counts_against(pod):
+                continue
+            for name, amount in pod_requests(pod).items():
+                if name in totals:
+                    totals[name] -= amount
+        return {name: max(0.0, amount) for name, amount in totals.items()}
+
+    def _counts_against(self, pod: JSON) -> bool:
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return False
+        labels = pod["metadata"].get("labels") or {}
+        job = (pod["metadata"].get("namespace", ""), labels.get(c.LABEL_JOB_NAME, ""))
+        worker = labels.get(c.LABEL_REPLICA_TYPE) == c.WORKER.lower()
+        return not (worker and job in self._engine_jobs)
+
+    def scale(self, job: ManagedJob, *, replicas: int) -> ScaleResult:
+        """PUT /scale if the job still has the count the decision was made from; retry conflicts."""
+        path = JOBS.path(job.namespace, job.name, "scale")
+        for _ in range(SCALE_ATTEMPTS):
+            try:
+                scale = self.kube.request("GET", path)
+                current = int(scale["spec"].get("replicas") or 0)
+                if current != job.replicas:
+                    return ScaleResult(
+                        written=False,
+                        replicas=current,
+                        error=f"the count changed to {current} meanwhile",
+                    )
+                scale["spec"]["replicas"] = replicas
+                written = self.kube.request("PUT", path, body=scale)
+                return ScaleResult(written=True, replicas=int(written["spec"]["replicas"]))
+            except ConflictError:
+                continue
+            except (NotFoundError, ApiException) as error:
+                return ScaleResult(written=False, replicas=job.replicas, error=_describe(error))
+        return ScaleResult(
+            written=False, replicas=job.replicas, error=f"{SCALE_ATTEMPTS} write conflicts in a row"
+        )
+
+    def save_state(self, job: ManagedJob, *, state: str) -> None:
+        patch = {"metadata": {"annotations": {c.ANNOTATION_STATE: state}}}
+        self.kube.merge_patch(JOBS, job.namespace, job.name, patch)
+
+    def event(self, job: ManagedJob, *, reason: str, message: str, warning: bool = False) -> None:
+        involved = {"metadata": {"name": job.name, "namespace": job.namespace, "uid": job.uid}}
+        self.recorder.record(
+            job_event(
+                involved,
+                type_="Warning" if warning else "Normal",
+                reason=reason,
+                message=message,
+                now=self.clock(),
+                component=c.ENGINE_NAME,
+            )
+        )
+
+    def close(self) -> None:
+        self.recorder.close()
+
+
+def _usable(node: JSON) -> bool:
+    if (node.get("spec") or {}).get("unschedulable"):
+        return False
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(cond.get("type") == "Ready" and cond.get("status") == "True" for cond in conditions)
+
+
+def _describe(error: Exception) -> str:
+    if isinstance(error, ApiException):
+        return f"HTTP {error.status}: {error.reason}"
+    return str(error) or type(error).__name__

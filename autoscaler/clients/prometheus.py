@@ -1,0 +1,199 @@
+"""Training throughput from Prometheus: one instant query per job, never raising, never hanging.
+
+`PrometheusThroughput` is the real `ThroughputSource`. Each job's query is a PromQL template (see
+`autoscaler.metrics_contract`) with the job's namespace and name escaped as string-literal
+contents, so a name can never change the query's shape. A job whose query fails, or whose
+result is empty, NaN, infinite or negative, reads as None; failures are kept in `last_errors`.
+A transport failure (Prometheus down, a timeout) ends the round: the remaining jobs get the same
+error at once instead of each waiting for its own timeout.
+"""
+
+import logging
+import math
+import re
+import string
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from prometheus_api_client import PrometheusConnect
+from prometheus_api_client.exceptions import PrometheusApiClientException
+from urllib3.util.retry import Retry
+
+from autoscaler.engine.ports import JobKey, ManagedJob
+from autoscaler.metrics_contract import DEFAULT_QUERY_TEMPLATE, DEFAULT_WINDOW
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 5.0
+MAX_ERROR_CHARS = 500
+PLACEHOLDERS = frozenset({"namespace", "name", "window"})
+_DURATION = re.compile(r"(?:\d+(?:y|w|d|h|ms|m|s))+")
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+class TransportError(Exception):
+    """Prometheus could not be reached or did not answer in time."""
+
+
+def escape_string(value: str) -> str:
+    """`value` as the contents of a PromQL double-quoted string literal (quotes not included).
+
+    Backslash, double quote and line breaks are escaped; other control characters become `\\xNN`.
+    """
+    return "".join(_escape_char(char) for char in value)
+
+
+def _escape_char(char: str) -> str:
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    if ord(char) < 0x20 or ord(char) == 0x7F:
+        return f"\\x{ord(char):02x}"
+    return char
+
+
+def check_template(template: str) -> None:
+    """Raise ValueError unless every field is a bare `{namespace}`, `{name}` or `{window}`."""
+    for _, field, spec, conversion in string.Formatter().parse(template):
+        if field is None:
+            continue
+        if field not in PLACEHOLDERS or spec or conversion:
+            raise ValueError(
+                f"query template field {{{field}}} is not one of {sorted(PLACEHOLDERS)}"
+            )
+
+
+def check_window(window: str) -> None:
+    """Raise ValueError unless `window` is a PromQL duration such as `2m` or `1m30s`."""
+    if not _DURATION.fullmatch(window):
+        raise ValueError(f"window {window!r} is not a PromQL duration such as '2m'")
+
+
+def render_query(template: str, *, namespace: str, name: str, window: str) -> str:
+    return template.format(
+        namespace=escape_string(namespace), name=escape_string(name), window=window
+    )
+
+
+def parse_result(result: Any) -> float | None:
+    """The one sample of an instant query's `data.result`, None when absent or not a rate.
+
+    Accepts a vector (a list of `{"metric", "value"}`) or a scalar (`[time, "value"]`); raises
+    ValueError for several series (the template must aggregate them) or a malformed answer.
+    """
+    if not isinstance(result, list):
+        raise ValueError(f"unexpected query result {result!r:.200}")
+    if not result:
+        return None
+    if len(result) == 2 and not isinstance(result[0], dict):
+        return _rate(result[1])
+    if len(result) > 1:
+        raise ValueError(f"query returned {len(result)} series, expected one (aggregate them)")
+    return _rate(result[0]["value"][1])
+
+
+def _rate(raw: Any) -> float | None:
+    value = float(raw)
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+class PrometheusThroughput:
+    """`ThroughputSource` over a Prometheus HTTP API, with a count of queries and failures.
+
+    `verify_tls=False` skips certificate checks; a private CA can be given through the
+    `REQUESTS_CA_BUNDLE` environment variable. `bearer_token_file` is re-read every round, so a
+    rotated service-account token keeps working.
+    """
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        template: str = DEFAULT_QUERY_TEMPLATE,
+        window: str = DEFAULT_WINDOW,
+        timeout: float = DEFAULT_TIMEOUT,
+        headers: Mapping[str, str] | None = None,
+        bearer_token: str | None = None,
+        bearer_token_file: Path | None = None,
+        verify_tls: bool = True,
+    ) -> None:
+        check_template(template)
+        check_window(window)
+        if bearer_token is not None and bearer_token_file is not None:
+            raise ValueError("give bearer_token or bearer_token_file, not both")
+        self.template = template
+        self.window = window
+        self.timeout = timeout
+        self._token_file = bearer_token_file
+        # PrometheusConnect sends this very dict with every request; `_authorize` updates it.
+        self._headers = dict(headers or {})
+        if bearer_token is not None:
+            self._headers["Authorization"] = f"Bearer {bearer_token}"
+        self._prom = PrometheusConnect(
+            url=url.rstrip("/"),
+            headers=self._headers,
+            disable_ssl=not verify_tls,
+            retry=Retry(total=0),  # the engine asks again next round; retries would stall it
+        )
+        self.queries = 0
+        self.errors = 0
+        self._last_errors: dict[JobKey, str] = {}
+
+    @property
+    def last_errors(self) -> Mapping[JobKey, str]:
+        """Why each job of the latest `read` had no value because its query failed."""
+        return dict(self._last_errors)
+
+    def read(self, jobs: Sequence[ManagedJob], *, now: datetime) -> dict[JobKey, float | None]:
+        """Samples/s of each job, as Prometheus evaluates it now.
+
+        `now` is not sent: the window ends at Prometheus' own clock, so clock skew between the
+        engine and Prometheus cannot shift it (the simulated source is the one that needs `now`).
+        """
+        values: dict[JobKey, float | None] = {}
+        self._last_errors = {}
+        transport = self._authorize()
+        for job in jobs:
+            values[job.key] = None
+            if transport is None:
+                try:
+                    values[job.key] = self._query(job)
+                except TransportError as exc:
+                    transport = str(exc)
+                except (PrometheusApiClientException, ValueError, LookupError) as exc:
+                    self._fail(job.key, f"{type(exc).__name__}: {exc}")
+            if transport is not None:
+                self._fail(job.key, transport)
+        if transport is not None:
+            log.warning("throughput of %d jobs unknown: %s", len(jobs), transport)
+        return values
+
+    def _query(self, job: ManagedJob) -> float | None:
+        query = render_query(
+            self.template, namespace=job.namespace, name=job.name, window=self.window
+        )
+        self.queries += 1
+        try:
+            result = self._prom.custom_query(query, timeout=self.timeout)
+        except OSError as exc:  # requests' exceptions are OSErrors: refused, reset, timed out
+            raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+        return parse_result(result)
+
+    def _authorize(self) -> str | None:
+        """Load the token file into the headers; the error that fails the round, if any."""
+        if self._token_file is None:
+            return None
+        try:
+            token = self._token_file.read_text().strip()
+        except OSError as exc:
+            return f"bearer token: {type(exc).__name__}: {exc}"
+        self._headers["Authorization"] = f"Bearer {token}"
+        return None
+
+    def _fail(self, key: JobKey, error: str) -> None:
+        self.errors += 1
+        self._last_errors[key] = error[:MAX_ERROR_CHARS]  # a proxy's error page can be long
+
+    def close(self) -> None:
+        self._prom.close()

@@ -1,0 +1,1 @@
+"""The policy engine: observe -> decide -> settle -> act -> record, through small ports."""

@@ -1,0 +1,83 @@
+"""The engine's configuration file (YAML), validated by its model; unknown keys are errors."""
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt
+
+from autoscaler.policies.registry import DEFAULT_POLICY
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PolicySelection(Strict):
+    name: str = Field(
+        default=DEFAULT_POLICY, description="an installed policy, or a path to a .py file"
+    )
+    config: dict[str, Any] = Field(
+        default_factory=dict, description="validated by the policy's model"
+    )
+    timeout_seconds: PositiveFloat = Field(default=10.0, description="a slower decision is dropped")
+
+
+class PrometheusSource(Strict):
+    url: str = "http://localhost:9090"
+    query: str | None = Field(
+        default=None,
+        description="PromQL with {namespace}, {name} (escaped) and {window}; None = default",
+    )
+    window: str = Field(default="2m", description="the template's {window}")
+    timeout_seconds: PositiveFloat = 5.0
+    bearer_token_file: Path | None = None
+    verify_tls: bool = True
+
+
+class SettleConfig(Strict):
+    """The steps between a policy's wish and a write; defaults follow torchrun's measured stalls."""
+
+    settle_seconds: NonNegativeFloat = Field(
+        default=180.0,
+        description="after a rescale, readings are ignored this long (restart + window)",
+    )
+    stale_after_seconds: PositiveFloat = Field(
+        default=900.0, description="a count's throughput older than this is not used"
+    )
+    cooldown_seconds: NonNegativeFloat = Field(
+        default=180.0, description="minimum time between two rescales of one job"
+    )
+    scale_down_stabilization_seconds: NonNegativeFloat = Field(
+        default=120.0, description="scale down only to the highest recommendation of this window"
+    )
+    scale_up_max_pods: PositiveInt = Field(
+        default=4, description="with the percent: the larger wins"
+    )
+    scale_up_max_percent: PositiveFloat = 100.0
+    scale_down_max_percent: PositiveFloat = Field(default=50.0, le=100.0)
+
+
+class EngineConfig(Strict):
+    interval_seconds: PositiveFloat = 30.0
+    policy: PolicySelection = PolicySelection()
+    prometheus: PrometheusSource = PrometheusSource()
+    settle: SettleConfig = SettleConfig()
+    capacity: dict[str, NonNegativeFloat] | None = Field(
+        default=None, description="resources the engine may hand out; None = measured from nodes"
+    )
+    restart_seconds: NonNegativeFloat = Field(
+        default=30.0, description="stall of one rescale (tuned torchrun: 8-16 s, defaults: 35-48 s)"
+    )
+    decision_log: Path | None = Field(default=None, description="JSON lines, one per job and round")
+    state_save_seconds: PositiveFloat = Field(
+        default=300.0, description="rewrite an unchanged job's state annotation at most this often"
+    )
+
+
+def load_config(path: Path | None) -> EngineConfig:
+    """The file's configuration (defaults when no file); a YAML or schema error says where."""
+    if path is None:
+        return EngineConfig()
+    data = yaml.safe_load(path.read_text()) or {}
+    return EngineConfig.model_validate(data)

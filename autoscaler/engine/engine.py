@@ -1,0 +1,417 @@
+"""One decision round: observe -> decide -> settle -> act -> record.
+
+Pure steps live in `settle` and `snapshot`; this module sequences them and does the I/O through
+the ports. A policy that raises, overruns its time budget or returns nonsense never changes a
+count: that round keeps every job where it is, with an Event and a metric.
+"""
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from autoscaler.engine.config import EngineConfig
+from autoscaler.engine.ports import Cluster, JobKey, ManagedJob, Owner, ThroughputSource
+from autoscaler.engine.settle import (
+    Settled,
+    fit_capacity,
+    hold,
+    observe,
+    remember,
+    settle,
+    usable_reading,
+)
+from autoscaler.engine.snapshot import snapshot
+from autoscaler.engine.state import DecisionRecord, JobState, Step
+from autoscaler.observability.decision_log import DecisionLog
+from autoscaler.observability.engine_metrics import EngineMetrics
+from autoscaler.policies.contract import Decision, JobSnapshot, Policy, Snapshot
+from autoscaler.policies.objective import Objective
+from autoscaler.policies.speedup import job_curve, objective_value
+from autoscaler.policies.throughput_model import ThroughputModel
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    job: ManagedJob
+    settled: Settled
+    written: bool = False
+    error: str = ""
+    observed: float | None = None
+    predicted: float | None = None
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    time: datetime
+    policy: str
+    snapshot: Snapshot
+    solve_seconds: float
+    objective: float
+    fallback: str = ""  # the reason every count was kept, when the policy failed
+    outcomes: tuple[Outcome, ...] = field(default_factory=tuple)
+
+    def replicas(self) -> dict[JobKey, int]:
+        return {outcome.job.key: outcome.settled.replicas for outcome in self.outcomes}
+
+
+@dataclass(frozen=True)
+class Proposals:
+    steps: dict[JobKey, Step]
+    seconds: float
+    fallback: str = ""
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        cluster: Cluster,
+        throughput: ThroughputSource,
+        policy: Policy,
+        policy_name: str,
+        config: EngineConfig,
+        objective: Objective | None = None,
+        model: ThroughputModel | None = None,
+        metrics: EngineMetrics | None = None,
+        decision_log: DecisionLog | None = None,
+    ) -> None:
+        self.cluster, self.throughput, self.policy = cluster, throughput, policy
+        self.policy_name, self.config = policy_name, config
+        self.objective = objective or Objective()
+        self.model = model or ThroughputModel()
+        self.metrics, self.decision_log = metrics, decision_log
+        self.states: dict[JobKey, JobState] = {}
+        self._saved: dict[JobKey, tuple[str, datetime]] = {}
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy")
+        self._running: Future[Sequence[Decision]] | None = None
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def run_once(self, *, now: datetime) -> RoundReport:
+        jobs = [
+            job for job in self.cluster.jobs() if job.owner is Owner.ENGINE and not job.finished
+        ]
+        readings = self._read(jobs, now=now)
+        settle_config = self.config.settle
+        for job in jobs:
+            state = self.states.get(job.key) or JobState.from_json(job.state)
+            self.states[job.key] = observe(
+                job, state, reading=readings[job.key], now=now, config=settle_config
+            )
+        holds = {
+            job.key: hold(
+                job, self.states[job.key], reading=readings[job.key], now=now, config=settle_config
+            )
+            for job in jobs
+        }
+        capacity = dict(
+            self.config.capacity if self.config.capacity is not None else self.cluster.capacity()
+        )
+        view = snapshot(
+            jobs,
+            self.states,
+            capacity=capacity,
+            now=now,
+            restart_seconds=self.config.restart_seconds,
+        )
+        pinned = snapshot(
+            jobs,
+            self.states,
+            capacity=capacity,
+            now=now,
+            restart_seconds=self.config.restart_seconds,
+            holds=holds,
+        )
+        proposals = self._decide(pinned, jobs=jobs, now=now)
+        settled = {
+            job.key: settle(
+                job,
+                self.states[job.key],
+                proposal=proposals.steps[job.key],
+                held=holds[job.key],
+                now=now,
+                config=settle_config,
+            )
+            for job in jobs
+        }
+        settled = fit_capacity(jobs, settled, capacity=capacity)
+        outcomes = tuple(
+            self._act(
+                job,
+                settled[job.key],
+                proposals.steps[job.key],
+                reading=readings[job.key],
+                view_job=view_job,
+                now=now,
+            )
+            for job, view_job in zip(jobs, view.jobs, strict=True)
+        )
+        report = RoundReport(
+            time=now,
+            policy=self.policy_name,
+            snapshot=view,
+            solve_seconds=proposals.seconds,
+            objective=objective_value(
+                view,
+                {o.job.key: o.settled.replicas for o in outcomes},
+                objective=self.objective,
+                model=self.model,
+            ),
+            fallback=proposals.fallback,
+            outcomes=outcomes,
+        )
+        self._record(report, capacity=capacity)
+        self._forget_gone({job.key for job in jobs})
+        return report
+
+    def _read(self, jobs: Sequence[ManagedJob], *, now: datetime) -> dict[JobKey, float | None]:
+        try:
+            raw: Mapping[JobKey, float | None] = self.throughput.read(jobs, now=now)
+        except Exception:  # a broken source is an outage: hold everything, never crash
+            log.exception("reading throughput failed; holding every job")
+            raw = {}
+        readings = {job.key: usable_reading(raw.get(job.key)) for job in jobs}
+        if self.metrics:
+            self.metrics.metrics_unavailable.inc(sum(value is None for value in readings.values()))
+        return readings
+
+    def _decide(self, view: Snapshot, *, jobs: Sequence[ManagedJob], now: datetime) -> Proposals:
+        started = time.perf_counter()
+        decisions, fallback = self._call_policy(view, now=now)
+        seconds = time.perf_counter() - started
+        by_key = {decision.key: decision for decision in decisions}
+        steps = {}
+        for job in jobs:
+            decision = by_key.get(job.key)
+            if fallback or decision is None:
+                reason = fallback or "NotDecided"
+                why = fallback or "the policy returned no count for the job"
+                message = f"kept at {job.replicas}: {why}"
+                steps[job.key] = Step(
+                    name="policy", replicas=job.replicas, reason=reason, message=message
+                )
+            else:
+                steps[job.key] = Step(
+                    name="policy",
+                    replicas=decision.replicas,
+                    reason=decision.reason,
+                    message=decision.message,
+                )
+        return Proposals(steps=steps, seconds=seconds, fallback=fallback)
+
+    def _call_policy(self, view: Snapshot, *, now: datetime) -> tuple[Sequence[Decision], str]:
+        """The policy's decisions, or none and the reason why every count must be kept."""
+        if self._running is not None and not self._running.done():
+            return [], "PolicyStillRunning"
+        budget = self.config.policy.timeout_seconds
+        self._running = self._executor.submit(self.policy.decide, view, now=now)
+        try:
+            decisions = self._running.result(timeout=budget)
+        except FutureTimeout:
+            log.error("policy %s overran its %.1f s budget", self.policy_name, budget)
+            return [], "PolicyTimeout"
+        except Exception:  # plug-in code: any failure keeps every count
+            log.exception("policy %s failed", self.policy_name)
+            return [], "PolicyFailed"
+        if not _well_formed(decisions):
+            log.error(
+                "policy %s returned something other than Decisions with integer counts",
+                self.policy_name,
+            )
+            return [], "PolicyInvalid"
+        return decisions, ""
+
+    def _act(
+        self,
+        job: ManagedJob,
+        settled: Settled,
+        proposal: Step,
+        *,
+        reading: float | None,
+        view_job: JobSnapshot,
+        now: datetime,
+    ) -> Outcome:
+        state = remember(
+            self.states[job.key],
+            recommendation=proposal.replicas,
+            now=now,
+            config=self.config.settle,
+        )
+        written, error = False, ""
+        if settled.replicas != job.replicas:
+            result = self.cluster.scale(job, replicas=settled.replicas)
+            written, error = result.written, result.error
+            if written:
+                state = state.model_copy(
+                    update={
+                        "last_rescale": now,
+                        "rescales": state.rescales + 1,
+                        "replicas": settled.replicas,
+                    }
+                )
+            self._count_write("written" if written else "error" if error else "unchanged")
+        record = DecisionRecord(
+            time=now,
+            policy=self.policy_name,
+            proposed=proposal.replicas,
+            replicas=settled.replicas,
+            reason=settled.reason,
+            message=settled.steps[-1].message,
+            steps=list(settled.steps),
+            written=written,
+        )
+        self._announce(job, record, previous=state.last_decision, error=error)
+        self.states[job.key] = state.model_copy(update={"last_decision": record})
+        self._save(job, now=now)
+        curve = job_curve(view_job, model=self.model)
+        predicted = curve.at(settled.replicas) if curve.known else None
+        return Outcome(
+            job=job,
+            settled=settled,
+            written=written,
+            error=error,
+            observed=reading,
+            predicted=predicted,
+        )
+
+    def _announce(
+        self,
+        job: ManagedJob,
+        record: DecisionRecord,
+        *,
+        previous: DecisionRecord | None,
+        error: str,
+    ) -> None:
+        """An Event on a write, a failed write, or a reason other than last round's."""
+        if error:
+            self.cluster.event(
+                job,
+                reason="ScaleFailed",
+                message=f"writing {record.replicas} workers failed: {error}",
+                warning=True,
+            )
+            return
+        changed = previous is None or (previous.reason, previous.replicas) != (
+            record.reason,
+            record.replicas,
+        )
+        if record.written:
+            message = (
+                f"{job.replicas} -> {record.replicas} workers ({record.reason}): {record.message}"
+            )
+            self.cluster.event(job, reason="Rescaled", message=message)
+        elif changed:
+            warning = record.reason.startswith("Policy") or record.reason == "MetricsUnavailable"
+            self.cluster.event(job, reason=record.reason, message=record.message, warning=warning)
+
+    def _save(self, job: ManagedJob, *, now: datetime) -> None:
+        """Persist the state when something that matters changed, else at most every few minutes."""
+        state = self.states[job.key]
+        essence = _essence(state)
+        saved = self._saved.get(job.key)
+        due = saved is None or (now - saved[1]).total_seconds() >= self.config.state_save_seconds
+        if saved is not None and saved[0] == essence and not due:
+            return
+        try:
+            self.cluster.save_state(job, state=state.to_json())
+            self._saved[job.key] = (essence, now)
+        except Exception:  # the next round retries; the decision itself already happened
+            log.exception("saving the state of %s/%s failed", job.namespace, job.name)
+
+    def _count_write(self, result: str) -> None:
+        if self.metrics:
+            self.metrics.writes.labels(result).inc()
+
+    def _record(self, report: RoundReport, *, capacity: Mapping[str, float]) -> None:
+        if self.decision_log:
+            self.decision_log.write(_log_records(report))
+        if self.metrics:
+            _export(self.metrics, report, capacity=capacity)
+
+    def _forget_gone(self, keys: set[JobKey]) -> None:
+        for key in set(self.states) - keys:
+            self.states.pop(key)
+            self._saved.pop(key, None)
+            if self.metrics:
+                self.metrics.forget(namespace=key[0], name=key[1])
+
+
+def _well_formed(decisions: Any) -> bool:
+    try:
+        return all(isinstance(d, Decision) and type(d.replicas) is int for d in decisions)
+    except TypeError:
+        return False
+
+
+def _essence(state: JobState) -> str:
+    decision = state.last_decision
+    return repr(
+        (
+            state.replicas,
+            state.last_rescale,
+            state.rescales,
+            sorted(state.throughput),
+            decision and (decision.reason, decision.replicas),
+        )
+    )
+
+
+def _log_records(report: RoundReport) -> list[dict[str, Any]]:
+    return [
+        {
+            "time": report.time.isoformat(),
+            "policy": report.policy,
+            "objective": report.objective,
+            "solve_seconds": report.solve_seconds,
+            "namespace": o.job.namespace,
+            "name": o.job.name,
+            "min_replicas": o.job.min_replicas,
+            "max_replicas": o.job.max_replicas,
+            "replicas_before": o.job.replicas,
+            "proposed": o.settled.steps[0].replicas,
+            "replicas": o.settled.replicas,
+            "reason": o.settled.reason,
+            "message": o.settled.steps[-1].message,
+            "steps": [step.model_dump() for step in o.settled.steps],
+            "written": o.written,
+            "error": o.error,
+            "observed_samples_per_second": o.observed,
+            "predicted_samples_per_second": o.predicted,
+        }
+        for o in report.outcomes
+    ]
+
+
+def _export(metrics: EngineMetrics, report: RoundReport, *, capacity: Mapping[str, float]) -> None:
+    metrics.rounds.labels("fallback" if report.fallback else "ok").inc()
+    if report.fallback:
+        metrics.fallbacks.labels(report.fallback).inc()
+    metrics.solve_seconds.observe(report.solve_seconds)
+    metrics.objective.set(report.objective)
+    for o in report.outcomes:
+        labels = (o.job.namespace, o.job.name)
+        metrics.decisions.labels(o.settled.reason).inc()
+        metrics.desired.labels(*labels).set(o.settled.replicas)
+        metrics.current.labels(*labels).set(o.settled.replicas if o.written else o.job.replicas)
+        metrics.minimum.labels(*labels).set(o.job.min_replicas)
+        metrics.maximum.labels(*labels).set(o.job.max_replicas)
+        if o.observed is not None:
+            metrics.observed.labels(*labels).set(o.observed)
+        if o.predicted is not None:
+            metrics.predicted.labels(*labels).set(o.predicted)
+    for resource, available in capacity.items():
+        metrics.capacity.labels(resource).set(available)
+        used = sum(
+            (o.settled.replicas if o.written else o.job.replicas)
+            * o.job.resources_per_replica.get(resource, 0.0)
+            for o in report.outcomes
+        )
+        metrics.capacity_used.labels(resource).set(used)

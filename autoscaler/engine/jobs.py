@@ -1,0 +1,92 @@
+"""A PyTorchJob as the engine sees it (`ManagedJob`), read from the API object (pure)."""
+
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from autoscaler.api import coordinates as c
+from autoscaler.api.quantity import parse_resources
+from autoscaler.engine.ports import ManagedJob, Owner
+
+JSON = Mapping[str, Any]
+log = logging.getLogger(__name__)
+FINISHED = ("Succeeded", "Failed")
+
+
+def managed_job(obj: JSON) -> ManagedJob | None:
+    """The elastic job's view, or None for jobs the engine has nothing to do with."""
+    spec, metadata = obj.get("spec") or {}, obj.get("metadata") or {}
+    policy = spec.get("elasticPolicy")
+    worker = (spec.get("pytorchReplicaSpecs") or {}).get(c.WORKER)
+    if policy is None or worker is None:
+        return None
+    replicas = int(worker.get("replicas") or 1)
+    low, high = _bounds(policy, replicas=replicas)
+    annotations = metadata.get("annotations") or {}
+    status = obj.get("status") or {}
+    return ManagedJob(
+        namespace=metadata.get("namespace", ""),
+        name=metadata["name"],
+        uid=metadata.get("uid", ""),
+        min_replicas=low,
+        max_replicas=high,
+        replicas=replicas,
+        active=int(((status.get("replicaStatuses") or {}).get(c.WORKER) or {}).get("active") or 0),
+        owner=owner(policy, annotations=annotations),
+        created=datetime.fromisoformat(metadata["creationTimestamp"].replace("Z", "+00:00")),
+        resources_per_replica=pod_requests(worker.get("template") or {}),
+        weight=_weight(annotations),
+        max_restarts=policy.get("maxRestarts"),
+        finished=any(
+            cond.get("type") in FINISHED and cond.get("status") == "True"
+            for cond in status.get("conditions") or []
+        ),
+        state=annotations.get(c.ANNOTATION_STATE, ""),
+    )
+
+
+def _bounds(policy: JSON, *, replicas: int) -> tuple[int, int]:
+    """The operator's defaulting: a missing bound takes the other, both missing take replicas."""
+    low, high = policy.get("minReplicas"), policy.get("maxReplicas")
+    low = low if low is not None else high if high is not None else replicas
+    high = high if high is not None else low
+    return int(low), int(high)
+
+
+def owner(policy: JSON, *, annotations: Mapping[str, str]) -> Owner:
+    """One writer per job: its HPA when metrics are declared, nobody when it opted out."""
+    if policy.get("metrics"):
+        return Owner.HPA
+    if annotations.get(c.ANNOTATION_OPT_OUT, "").lower() == "true":
+        return Owner.OPTED_OUT
+    return Owner.ENGINE
+
+
+def pod_requests(template: JSON) -> dict[str, float]:
+    """Requests of one pod (limits stand in for missing requests, as the API server defaults)."""
+    pod = template.get("spec") or {}
+    totals: dict[str, float] = {}
+    for container in pod.get("containers") or []:
+        for name, amount in _container_requests(container).items():
+            totals[name] = totals.get(name, 0.0) + amount
+    for container in pod.get("initContainers") or []:  # init containers run one at a time
+        for name, amount in _container_requests(container).items():
+            totals[name] = max(totals.get(name, 0.0), amount)
+    return totals
+
+
+def _container_requests(container: JSON) -> dict[str, float]:
+    resources = container.get("resources") or {}
+    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    return parse_resources(merged)
+
+
+def _weight(annotations: Mapping[str, str]) -> float:
+    text = annotations.get(c.ANNOTATION_WEIGHT)
+    try:
+        weight = float(text) if text is not None else 1.0
+    except ValueError:
+        log.warning("ignoring weight annotation %r: not a number", text)
+        return 1.0
+    return weight if weight > 0 else 1.0

@@ -1,0 +1,215 @@
+"""From a policy's wish to the count written: pure steps, each with a CamelCase reason.
+
+observe: record the round's throughput reading (`observe`), decide whether the job is held
+(`hold`: no data, cooling down, restart budget spent). settle: hold -> clamp to [min, max] ->
+scale-down stabilisation -> rate limits -> pending pods; then `fit_capacity` across jobs.
+"""
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from autoscaler.engine.config import SettleConfig
+from autoscaler.engine.ports import JobKey, ManagedJob
+from autoscaler.engine.state import JobState, Point, Step
+
+
+def observe(
+    job: ManagedJob, state: JobState, *, reading: float | None, now: datetime, config: SettleConfig
+) -> JobState:
+    """The state with this round's reading, attributed to the count only once the job is steady."""
+    if state.replicas is not None and state.replicas != job.replicas:  # someone else rescaled it
+        state = state.model_copy(update={"last_rescale": now, "replicas": job.replicas})
+    state = state.model_copy(update={"replicas": job.replicas})
+    steady_since = max(job.created, state.last_rescale or job.created)
+    steady = job.active == job.replicas and now - steady_since >= timedelta(
+        seconds=config.settle_seconds
+    )
+    if reading is None or not steady:
+        return state
+    points = {**state.throughput, job.replicas: Point(samples_per_second=reading, observed_at=now)}
+    return state.model_copy(update={"throughput": points})
+
+
+def usable_reading(value: float | None) -> float | None:
+    """NaN, infinite, zero or negative throughput is no reading at all."""
+    if value is None or not math.isfinite(value) or value <= 0:
+        return None
+    return value
+
+
+def hold(
+    job: ManagedJob, state: JobState, *, reading: float | None, now: datetime, config: SettleConfig
+) -> Step | None:
+    """Why the job must keep its count this round, if it must."""
+    point = state.throughput.get(job.replicas)
+    if reading is None:
+        return _held(
+            job, "MetricsUnavailable", "no throughput reading this round: never scale on no data"
+        )
+    if point is None or now - point.observed_at > timedelta(seconds=config.stale_after_seconds):
+        return _held(
+            job, "MetricsUnavailable", f"no recent throughput at {job.replicas} workers yet"
+        )
+    if state.last_rescale is not None and now - state.last_rescale < timedelta(
+        seconds=config.cooldown_seconds
+    ):
+        return _held(
+            job, "RescaleCooldown", f"rescaled less than {config.cooldown_seconds:g} s ago"
+        )
+    if job.max_restarts is not None and job.max_restarts - state.rescales < 1:
+        message = f"all {job.max_restarts} torchrun restarts spent: a rescale could end the job"
+        return _held(job, "RestartBudgetExhausted", message)
+    return None
+
+
+def _held(job: ManagedJob, reason: str, message: str) -> Step:
+    return Step(name="hold", replicas=job.replicas, reason=reason, message=message)
+
+
+@dataclass(frozen=True)
+class Settled:
+    replicas: int
+    steps: tuple[Step, ...]
+
+    @property
+    def reason(self) -> str:
+        return self.steps[-1].reason
+
+
+def settle(
+    job: ManagedJob,
+    state: JobState,
+    *,
+    proposal: Step,
+    held: Step | None,
+    now: datetime,
+    config: SettleConfig,
+) -> Settled:
+    """The proposal through every step; only steps that change the count are recorded."""
+    if held is not None:
+        return Settled(replicas=job.replicas, steps=(proposal, held))
+    steps = [proposal]
+    for rule in (_clamp, _stabilise, _rate_limit, _pending):
+        step = rule(job, state, steps[-1].replicas, now=now, config=config)
+        if step is not None:
+            steps.append(step)
+    return Settled(replicas=steps[-1].replicas, steps=tuple(steps))
+
+
+def _clamp(
+    job: ManagedJob, _: JobState, replicas: int, *, now: datetime, config: SettleConfig
+) -> Step | None:
+    if replicas > job.max_replicas:
+        return Step(
+            name="clamp",
+            replicas=job.max_replicas,
+            reason="TooManyReplicas",
+            message=f"the job's maximum is {job.max_replicas}",
+        )
+    if replicas < job.min_replicas:
+        return Step(
+            name="clamp",
+            replicas=job.min_replicas,
+            reason="TooFewReplicas",
+            message=f"the job's minimum is {job.min_replicas}",
+        )
+    return None
+
+
+def _stabilise(
+    job: ManagedJob, state: JobState, replicas: int, *, now: datetime, config: SettleConfig
+) -> Step | None:
+    """Scale down only as far as the highest recommendation of the window (the HPA's rule)."""
+    if replicas >= job.replicas:
+        return None
+    window = timedelta(seconds=config.scale_down_stabilization_seconds)
+    recent = [count for at, count in state.recommendations if now - at <= window]
+    stable = min(job.replicas, max([replicas, *recent]))
+    if stable == replicas:
+        return None
+    message = f"recommended {stable} within the last {config.scale_down_stabilization_seconds:g} s"
+    return Step(name="stabilise", replicas=stable, reason="ScaleDownStabilized", message=message)
+
+
+def _rate_limit(
+    job: ManagedJob, _: JobState, replicas: int, *, now: datetime, config: SettleConfig
+) -> Step | None:
+    current = job.replicas
+    up = current + max(
+        config.scale_up_max_pods, math.ceil(current * config.scale_up_max_percent / 100)
+    )
+    down = current - max(1, math.floor(current * config.scale_down_max_percent / 100))
+    if replicas > up:
+        return Step(
+            name="rate-limit",
+            replicas=up,
+            reason="ScaleUpLimited",
+            message=f"at most {up - current} more workers per decision",
+        )
+    if replicas < down:
+        return Step(
+            name="rate-limit",
+            replicas=down,
+            reason="ScaleDownLimited",
+            message=f"at most {current - down} fewer workers per decision",
+        )
+    return None
+
+
+def _pending(
+    job: ManagedJob, _: JobState, replicas: int, *, now: datetime, config: SettleConfig
+) -> Step | None:
+    if replicas > job.replicas and job.active < job.replicas:
+        message = f"only {job.active} of {job.replicas} workers run: no scale-up until they do"
+        return Step(name="pending", replicas=job.replicas, reason="PodsPending", message=message)
+    return None
+
+
+def remember(
+    state: JobState, *, recommendation: int, now: datetime, config: SettleConfig
+) -> JobState:
+    """Keep this round's recommendation for the stabilisation window."""
+    window = timedelta(seconds=config.scale_down_stabilization_seconds)
+    recent = [(at, count) for at, count in state.recommendations if now - at <= window]
+    return state.model_copy(update={"recommendations": [*recent, (now, recommendation)]})
+
+
+def fit_capacity(
+    jobs: Sequence[ManagedJob],
+    settled: Mapping[JobKey, Settled],
+    *,
+    capacity: Mapping[str, float],
+) -> dict[JobKey, Settled]:
+    """Undo scale-ups, largest first, while the result needs more than there is (or than now)."""
+    result = dict(settled)
+    growing = sorted(
+        (job for job in jobs if result[job.key].replicas > job.replicas),
+        key=lambda job: -_extra(job, result[job.key].replicas),
+    )
+    for job in growing:
+        if all(_fits(jobs, result, resource=r, limit=limit) for r, limit in capacity.items()):
+            break
+        step = Step(
+            name="capacity",
+            replicas=job.replicas,
+            reason="InsufficientCapacity",
+            message="the other jobs' counts leave no room to grow",
+        )
+        result[job.key] = Settled(replicas=job.replicas, steps=(*result[job.key].steps, step))
+    return result
+
+
+def _extra(job: ManagedJob, replicas: int) -> float:
+    return sum(size * (replicas - job.replicas) for size in job.resources_per_replica.values())
+
+
+def _fits(
+    jobs: Sequence[ManagedJob], settled: Mapping[JobKey, Settled], *, resource: str, limit: float
+) -> bool:
+    wanted = sum(
+        settled[job.key].replicas * job.resources_per_replica.get(resource, 0.0) for job in jobs
+    )
+    now = sum(job.replicas * job.resources_per_replica.get(resource, 0.0) for job in jobs)
+    return wanted <= limit + 1e-9 or wanted <= now

@@ -1,0 +1,65 @@
+"""The snapshot a policy sees, built from what the engine observed and remembers (pure)."""
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from autoscaler.engine.ports import JobKey, ManagedJob
+from autoscaler.engine.state import JobState, Step
+from autoscaler.policies.contract import JobSnapshot, Snapshot
+
+
+def job_snapshot(
+    job: ManagedJob,
+    state: JobState,
+    *,
+    now: datetime,
+    restart_seconds: float,
+    held: Step | None = None,
+) -> JobSnapshot:
+    """The job as a policy sees it; a held job is presented with min = max = its count."""
+    low, high = (job.replicas, job.replicas) if held else (job.min_replicas, job.max_replicas)
+    remaining = None if job.max_restarts is None else job.max_restarts - state.rescales
+    return JobSnapshot(
+        namespace=job.namespace,
+        name=job.name,
+        min_replicas=low,
+        max_replicas=high,
+        replicas=job.replicas,
+        resources_per_replica=dict(job.resources_per_replica),
+        weight=job.weight,
+        throughput={n: p.samples_per_second for n, p in state.throughput.items()},
+        throughput_age_seconds={
+            n: max(0.0, (now - p.observed_at).total_seconds()) for n, p in state.throughput.items()
+        },
+        age_seconds=max(0.0, (now - job.created).total_seconds()),
+        seconds_since_rescale=None
+        if state.last_rescale is None
+        else max(0.0, (now - state.last_rescale).total_seconds()),
+        restart_seconds=restart_seconds,
+        restarts_remaining=remaining,
+    )
+
+
+def snapshot(
+    jobs: Sequence[ManagedJob],
+    states: Mapping[JobKey, JobState],
+    *,
+    capacity: Mapping[str, float],
+    now: datetime,
+    restart_seconds: float,
+    holds: Mapping[JobKey, Step | None] | None = None,
+) -> Snapshot:
+    holds = holds or {}
+    return Snapshot(
+        capacity=dict(capacity),
+        jobs=[
+            job_snapshot(
+                job,
+                states[job.key],
+                now=now,
+                restart_seconds=restart_seconds,
+                held=holds.get(job.key),
+            )
+            for job in jobs
+        ],
+    )

@@ -1,0 +1,67 @@
+"""What the engine remembers of a job between rounds, persisted as one annotation on the job.
+
+So a new leader resumes where the last one stopped, and `explain` can show it.
+"""
+
+import logging
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+log = logging.getLogger(__name__)
+
+
+class Point(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    samples_per_second: float
+    observed_at: datetime
+
+
+class Step(BaseModel):
+    """One settle step that changed the count (or held it), with its CamelCase reason."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    replicas: int
+    reason: str
+    message: str
+
+
+class DecisionRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    time: datetime
+    policy: str
+    proposed: int
+    replicas: int  # after every settle step
+    reason: str
+    message: str
+    steps: list[Step] = []
+    written: bool = False
+
+
+class JobState(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    replicas: int | None = None  # the count last seen, to notice changes made by others
+    throughput: dict[int, Point] = {}
+    last_rescale: datetime | None = None
+    rescales: int = 0
+    recommendations: list[tuple[datetime, int]] = []
+    last_decision: DecisionRecord | None = None
+
+    def to_json(self) -> str:
+        return self.model_dump_json(exclude_defaults=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "JobState":
+        """The saved state; an unreadable one is dropped (logged), never fatal."""
+        if not text:
+            return cls()
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as error:
+            log.warning("ignoring an unreadable engine state: %s", error.errors()[0]["msg"])
+            return cls()

@@ -1,0 +1,30 @@
+"""The throughput metric shared by training scripts (`autoscaler.training`) and the engine's reader.
+
+A training pod exports the counter `autoscaler_training_samples_total{namespace, job_name}`: samples
+trained so far. The engine reads `DEFAULT_QUERY_TEMPLATE` rendered per job (samples/s over the
+window, summed over the job's pods). The template is a `str.format` string: `{namespace}`,
+`{name}` and `{window}` are placeholders, `{{`/`}}` are PromQL's literal braces. The reader fills
+`{namespace}` and `{name}` with escaped string-literal contents, so they must sit inside double
+quotes; `{window}` is a PromQL duration such as `2m`. The default renders to e.g.
+
+    sum(rate(autoscaler_training_samples_total{namespace="team-a", job_name="bert"}[2m]))
+
+A scrape config that attaches the pod's own `namespace` target label keeps the query working: the
+exported label is then renamed `exported_namespace` and the target's label carries the same value.
+"""
+
+from typing import Final
+
+SAMPLES: Final = "autoscaler_training_samples"  # the counter's base name (prometheus-client)
+SAMPLES_TOTAL: Final = f"{SAMPLES}_total"  # the exposed and queried series name
+LABEL_NAMESPACE: Final = "namespace"
+LABEL_JOB_NAME: Final = "job_name"
+
+DEFAULT_WINDOW: Final = "2m"
+_SELECTOR: Final = f'{LABEL_NAMESPACE}="{{namespace}}", {LABEL_JOB_NAME}="{{name}}"'
+DEFAULT_QUERY_TEMPLATE: Final = "sum(rate(" + SAMPLES_TOTAL + "{{" + _SELECTOR + "}}[{window}]))"
+
+# Where the training helper finds its identity when not told (besides the pod's hostname).
+ENV_NAMESPACE: Final = "AUTOSCALER_NAMESPACE"
+ENV_JOB_NAME: Final = "AUTOSCALER_JOB_NAME"
+DEFAULT_PORT: Final = 9400

@@ -1,0 +1,1 @@
+"""Policies: the plug-in contract, the registry and the built-in policies (all pure)."""

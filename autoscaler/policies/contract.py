@@ -1,0 +1,115 @@
+"""The policy contract: what a policy sees (`Snapshot`), returns (`Decision`), and how it is built.
+
+Field names of `Snapshot` and `Decision` are a public contract (JSON schema in
+`docs/snapshot.schema.json`); add fields, never rename them.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Generic, Protocol, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt, model_validator
+
+
+class JobSnapshot(BaseModel):
+    """One engine-managed elastic job, as the engine observed it this round."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    namespace: str
+    name: str
+    min_replicas: PositiveInt
+    max_replicas: PositiveInt
+    replicas: PositiveInt = Field(description="the job's current worker count (its /scale spec)")
+    resources_per_replica: dict[str, NonNegativeFloat] = Field(
+        default_factory=dict, description="requests of one worker pod, e.g. {'nvidia.com/gpu': 4}"
+    )
+    weight: float = Field(default=1.0, gt=0, description="relative priority in the objective")
+    throughput: dict[int, float] = Field(
+        default_factory=dict,
+        description="observed throughput (samples/s) by worker count; may cover only some counts",
+    )
+    throughput_age_seconds: dict[int, NonNegativeFloat] = Field(
+        default_factory=dict,
+        description="seconds since each count's throughput was last observed (absent = fresh)",
+    )
+    age_seconds: NonNegativeFloat = 0.0
+    seconds_since_rescale: NonNegativeFloat | None = Field(
+        default=None, description="None when the job was never rescaled"
+    )
+    restart_seconds: NonNegativeFloat | None = Field(
+        default=None, description="this job's stall per rescale; None = the policy's default"
+    )
+    restarts_remaining: int | None = Field(
+        default=None, description="torchrun restart budget left (None = unknown or unlimited)"
+    )
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "JobSnapshot":
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas {self.min_replicas} > max_replicas {self.max_replicas}")
+        return self
+
+
+class Snapshot(BaseModel):
+    """Everything a policy may see: the capacity it may hand out and every job it sizes."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    capacity: dict[str, NonNegativeFloat] = Field(
+        default_factory=dict, description="resources the engine may give its jobs, e.g. GPUs"
+    )
+    jobs: list[JobSnapshot] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique(self) -> "Snapshot":
+        keys = [job.key for job in self.jobs]
+        duplicates = sorted({f"{ns}/{name}" for ns, name in keys if keys.count((ns, name)) > 1})
+        if duplicates:
+            raise ValueError(f"jobs listed twice: {', '.join(duplicates)}")
+        return self
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A policy's wish for one job: a worker count, a CamelCase reason and a message for people."""
+
+    namespace: str
+    name: str
+    replicas: int
+    reason: str
+    message: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+
+class Policy(Protocol):
+    """Decides every job's worker count from a snapshot. Pure: no I/O, no wall clock."""
+
+    def decide(self, snapshot: Snapshot, *, now: datetime) -> Sequence[Decision]: ...
+
+
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
+
+class PolicyConfig(BaseModel):
+    """Base of every policy's configuration: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class PolicyPlugin(Generic[ConfigT]):
+    """What a plug-in exports (entry point group `autoscaler.policies`, or `PLUGIN` in a file)."""
+
+    name: str
+    summary: str
+    config_model: type[ConfigT]
+    build: Callable[[ConfigT], Policy]

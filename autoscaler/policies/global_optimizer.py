@@ -1,0 +1,149 @@
+"""`global-optimizer`: every job's count at once, exactly optimal for the stated objective.
+
+Each job's speedup curve comes from its throughput model; a count other than the current one is
+worth its speedup times `1 - restart_seconds / horizon_seconds` (the stall of a rescale, paid
+inside the optimisation rather than filtered afterwards); the multiple-choice knapsack over the
+chosen resource is solved exactly (`solver.solve_allocation`).
+"""
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+import numpy as np
+from pydantic import Field, PositiveFloat
+
+from autoscaler.policies.contract import Decision, JobSnapshot, PolicyConfig, PolicyPlugin, Snapshot
+from autoscaler.policies.objective import Floats, Objective
+from autoscaler.policies.solver import (
+    Allocation,
+    InsufficientCapacity,
+    greedy_allocation,
+    solve_allocation,
+)
+from autoscaler.policies.speedup import JobCurve, current_count, job_curve
+from autoscaler.policies.throughput_model import ThroughputModel
+
+GPU = "nvidia.com/gpu"
+
+
+class GlobalOptimizerConfig(PolicyConfig):
+    objective: Objective = Objective()
+    resource: str = Field(default=GPU, description="the capacity the jobs share")
+    restart_seconds: float = Field(
+        default=30.0, ge=0, description="stall of one rescale (a job's own value wins)"
+    )
+    horizon_seconds: PositiveFloat = Field(
+        default=600.0, description="how long a new allocation is expected to last"
+    )
+    max_gap: float = Field(default=0.0, ge=0, le=0.1, description="0 = provably optimal")
+    model: ThroughputModel = ThroughputModel()
+
+
+Solve = Callable[..., Allocation]
+
+
+class GlobalOptimizer:
+    def __init__(
+        self,
+        config: GlobalOptimizerConfig,
+        *,
+        solve: Solve | None = None,
+        reason: str = "OptimalAllocation",
+    ) -> None:
+        self.config = config
+        self.solve: Solve = solve or self._exact
+        self.reason = reason
+
+    def _exact(self, **problem: object) -> Allocation:
+        return solve_allocation(**problem, max_gap=self.config.max_gap)  # type: ignore[arg-type]
+
+    def decide(self, snapshot: Snapshot, *, now: datetime) -> Sequence[Decision]:
+        curves = [job_curve(job, model=self.config.model) for job in snapshot.jobs]
+        values = [
+            self._values(job, curve) for job, curve in zip(snapshot.jobs, curves, strict=True)
+        ]
+        lows = np.array([job.min_replicas for job in snapshot.jobs], dtype=np.int64)
+        sizes = np.array([self._size(job) for job in snapshot.jobs], dtype=np.float64)
+        try:
+            allocation = self.solve(
+                values=values,
+                lows=lows,
+                sizes=sizes,
+                capacity=self._capacity(snapshot, sizes=sizes),
+            )
+        except InsufficientCapacity as error:
+            return [_keep(job, "InsufficientCapacity", str(error)) for job in snapshot.jobs]
+        return [
+            self._decision(job, curve, count=int(count), allocation=allocation)
+            for job, curve, count in zip(snapshot.jobs, curves, allocation.counts, strict=True)
+        ]
+
+    def _values(self, job: JobSnapshot, curve: JobCurve) -> Floats:
+        """Utility of every count; only the current count when nothing is known of the job."""
+        current = current_count(job) - job.min_replicas
+        if not curve.known:
+            values = np.full(len(curve.throughput), -np.inf)
+            values[current] = 0.0
+            return values
+        restart = (
+            job.restart_seconds if job.restart_seconds is not None else self.config.restart_seconds
+        )
+        kept = max(0.0, 1.0 - restart / self.config.horizon_seconds)
+        factors = np.full(len(curve.throughput), kept)
+        factors[current] = 1.0
+        speedup = np.nan_to_num(curve.speedup, nan=0.0) * factors
+        values = self.config.objective.utility(speedup, weight=job.weight)
+        values[np.isnan(curve.speedup)] = -np.inf
+        return values
+
+    def _size(self, job: JobSnapshot) -> float:
+        return job.resources_per_replica.get(self.config.resource, 0.0)
+
+    def _capacity(self, snapshot: Snapshot, *, sizes: Floats) -> float:
+        unlimited = float(
+            sum(job.max_replicas * size for job, size in zip(snapshot.jobs, sizes, strict=True))
+        )
+        return snapshot.capacity.get(self.config.resource, unlimited)
+
+    def _decision(
+        self, job: JobSnapshot, curve: JobCurve, *, count: int, allocation: Allocation
+    ) -> Decision:
+        if not curve.known:
+            return _keep(job, "NoThroughputData", "no throughput observed yet: keeping the count")
+        gap = f", gap {allocation.gap:.2%}" if allocation.gap > 0 else ""
+        message = (
+            f"{count} workers: predicted {curve.at(count):.4g} samples/s, speedup"
+            f" {curve.at(count) / curve.throughput[0]:.3g} over {job.min_replicas}"
+            f" ({self.config.objective.kind} objective{gap})"
+        )
+        return Decision(job.namespace, job.name, count, self.reason, message)
+
+
+def _keep(job: JobSnapshot, reason: str, message: str) -> Decision:
+    return Decision(job.namespace, job.name, current_count(job), reason, message)
+
+
+class GreedyConfig(PolicyConfig):
+    resource: str = Field(default=GPU, description="the capacity the jobs share")
+    model: ThroughputModel = ThroughputModel()
+
+
+def optimus_greedy(config: GreedyConfig) -> GlobalOptimizer:
+    """Optimus' marginal allocation: the next worker to the largest speedup gain per resource."""
+    pure = GlobalOptimizerConfig(resource=config.resource, restart_seconds=0.0, model=config.model)
+    return GlobalOptimizer(pure, solve=greedy_allocation, reason="MarginalGain")
+
+
+OPTIMUS_GREEDY = PolicyPlugin(
+    name="optimus-greedy",
+    summary="marginal gain: one worker at a time to the job that gains most (Optimus)",
+    config_model=GreedyConfig,
+    build=optimus_greedy,
+)
+
+PLUGIN = PolicyPlugin(
+    name="global-optimizer",
+    summary="every job's count at once, exactly optimal for throughput or a fairness objective",
+    config_model=GlobalOptimizerConfig,
+    build=GlobalOptimizer,
+)

@@ -1,0 +1,73 @@
+"""Each job's throughput curve over its allowed counts, and speedups relative to its minimum."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from autoscaler.policies.contract import JobSnapshot, Snapshot
+from autoscaler.policies.objective import Objective
+from autoscaler.policies.throughput_model import ThroughputModel, curve
+
+Floats = npt.NDArray[np.float64]
+JobKey = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class JobCurve:
+    """T(n) for n in [low, low + len - 1]; NaN where the count may not be chosen yet."""
+
+    low: int
+    throughput: Floats
+
+    @property
+    def known(self) -> bool:
+        return bool(np.isfinite(self.throughput[0]) and self.throughput[0] > 0)
+
+    @property
+    def speedup(self) -> Floats:
+        return np.asarray(self.throughput / self.throughput[0], dtype=np.float64)
+
+    def at(self, count: int) -> float:
+        index = count - self.low
+        inside = 0 <= index < len(self.throughput)
+        return float(self.throughput[index]) if inside else float("nan")
+
+
+def job_curve(job: JobSnapshot, *, model: ThroughputModel) -> JobCurve:
+    values = curve(
+        points=job.throughput,
+        ages=job.throughput_age_seconds,
+        low=job.min_replicas,
+        high=job.max_replicas,
+        model=model,
+    )
+    return JobCurve(low=job.min_replicas, throughput=values)
+
+
+def current_count(job: JobSnapshot) -> int:
+    """The job's count, clamped into its bounds (bounds may have changed since it was set)."""
+    return min(max(job.replicas, job.min_replicas), job.max_replicas)
+
+
+def objective_value(
+    snapshot: Snapshot,
+    replicas: Mapping[JobKey, int],
+    *,
+    objective: Objective,
+    model: ThroughputModel,
+) -> float:
+    """The objective of a set of counts, exactly as `Objective` defines it.
+
+    Jobs with no throughput data, or sized where their curve is unknown, have no speedup and are
+    left out of the sum.
+    """
+    speedups, weights = [], []
+    for job in snapshot.jobs:
+        job_curve_ = job_curve(job, model=model)
+        count = replicas.get(job.key, job.replicas)
+        if job_curve_.known and np.isfinite(job_curve_.at(count)):
+            speedups.append(job_curve_.at(count) / job_curve_.throughput[0])
+            weights.append(job.weight)
+    return objective.value(np.array(speedups), weights=np.array(weights))

@@ -1,0 +1,103 @@
+"""Per-job throughput curves `T(n)` (samples/s by worker count) from what was observed.
+
+The fitted shape is physical (Optimus' synchronous model, Pollux's compute + communication split):
+the time per sample and worker, `n / T(n)`, is
+
+    D(n) = a + [n > 1] · (s + b·n + c·n²)        with a, s, b, c ≥ 0
+
+`a` is compute, `s` the fixed cost of synchronising at all, `b·n` and `c·n²` the all-reduce and
+per-worker overheads that grow with the world (a fixed global batch gives the `n²` term). D is
+linear in the parameters, so the fit is a weighted non-negative least squares on relative errors.
+Old points decay with a half-life; a prior (near-linear scaling with a sync overhead) weighs like
+`prior_weight` observations, so one point already gives a curve, and data soon outweighs it.
+"""
+
+from collections.abc import Mapping
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat
+from scipy.optimize import nnls
+
+Floats = npt.NDArray[np.float64]
+
+
+class ThroughputModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    half_life_seconds: PositiveFloat = Field(
+        default=1800.0, description="an observation this old counts half as much as a fresh one"
+    )
+    prior_weight: float = Field(default=0.5, ge=0, description="the prior's weight in observations")
+    prior_sync_overhead: float = Field(
+        default=0.1, ge=0, description="the prior's cost of synchronising, as a share of compute"
+    )
+    exploration_step: int = Field(
+        default=1, ge=0, description="how far past the largest observed count a job may be sized"
+    )
+
+
+def features(counts: npt.ArrayLike) -> Floats:
+    """Columns (1, [n>1], [n>1]·n, [n>1]·n²) of D(n) for each count."""
+    n = np.asarray(counts, dtype=np.float64)
+    multi = (n > 1).astype(np.float64)
+    return np.column_stack([np.ones_like(n), multi, multi * n, multi * n * n])
+
+
+def fit_parameters(
+    *, points: Mapping[int, float], ages: Mapping[int, float], model: ThroughputModel
+) -> Floats:
+    """(a, s, b, c) from observed throughput by count; ages in seconds (absent = fresh)."""
+    counts = np.array(sorted(points), dtype=np.float64)
+    per_sample = counts / np.array([points[int(n)] for n in counts])
+    decay = np.array([0.5 ** (ages.get(int(n), 0.0) / model.half_life_seconds) for n in counts])
+    rows = features(counts) / per_sample[:, None]  # relative error: divide by the observation
+    scale = np.sqrt(decay)[:, None]
+    lhs, rhs = rows * scale, np.ones(len(counts)) * scale[:, 0]
+    prior = _prior(counts=counts, per_sample=per_sample, model=model)
+    if model.prior_weight > 0:
+        lhs, rhs = _with_prior(lhs=lhs, rhs=rhs, prior=prior, weight=model.prior_weight)
+    solution, _ = nnls(lhs, rhs)
+    return np.asarray(solution, dtype=np.float64)
+
+
+def _prior(*, counts: Floats, per_sample: Floats, model: ThroughputModel) -> Floats:
+    """Near-linear scaling: compute `a` from the smallest count seen, plus a fixed sync cost."""
+    smallest, observed = counts[0], per_sample[0]
+    sync = model.prior_sync_overhead
+    compute = observed / (1 + sync) if smallest > 1 else observed
+    return np.array([compute, sync * compute, 0.0, 0.0])
+
+
+def _with_prior(*, lhs: Floats, rhs: Floats, prior: Floats, weight: float) -> tuple[Floats, Floats]:
+    """Pseudo-rows pulling each parameter towards the prior, scaled to the compute term."""
+    strength = np.sqrt(weight) / prior[0]
+    return np.vstack([lhs, strength * np.eye(4)]), np.concatenate([rhs, strength * prior])
+
+
+def curve(
+    *,
+    points: Mapping[int, float],
+    ages: Mapping[int, float],
+    low: int,
+    high: int,
+    model: ThroughputModel,
+) -> Floats:
+    """T(n) for n in [low, high]; observed counts keep their values, the rest come from the fit.
+
+    With a value for every count the observations are used as they are. Counts past the
+    exploration bound (largest observed + step) get NaN: nobody may size a job there yet.
+    """
+    usable = {n: t for n, t in points.items() if np.isfinite(t) and t > 0}
+    counts = np.arange(low, high + 1)
+    if not usable:
+        return np.full(len(counts), np.nan)
+    if all(n in usable for n in counts):
+        return np.array([usable[int(n)] for n in counts], dtype=np.float64)
+    parameters = fit_parameters(points=usable, ages=ages, model=model)
+    with np.errstate(divide="ignore"):
+        fitted = counts / (features(counts) @ parameters)
+    observed = np.array([usable.get(int(n), np.nan) for n in counts])
+    values = np.where(np.isnan(observed), fitted, observed)
+    bound = max(usable) + model.exploration_step
+    return np.where(counts <= bound, values, np.nan)

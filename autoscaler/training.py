@@ -1,0 +1,124 @@
+"""Report training throughput from a training script, for the autoscaler to read from Prometheus.
+
+    from autoscaler.training import ThroughputReporter
+
+    reporter = ThroughputReporter.start(port=9400)  # serves /metrics; identity from the pod
+    for batch in loader:
+        train_step(batch)
+        reporter.step(samples=len(batch))
+
+`step` adds to the counter `autoscaler_training_samples_total{namespace, job_name}`; the engine
+sums its rate over the job's pods. Run one reporter per pod (it owns the port): with several
+processes per pod, start it on LOCAL_RANK 0 and pass that rank's batch times LOCAL_WORLD_SIZE.
+The namespace and job name come from `AUTOSCALER_NAMESPACE`/`AUTOSCALER_JOB_NAME`, else from the
+pod: the service-account namespace file and the hostname without its `-worker-N`/`-master-N`.
+This module needs only prometheus-client (no Kubernetes client).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, start_http_server
+
+from autoscaler.metrics_contract import (
+    DEFAULT_PORT,
+    ENV_JOB_NAME,
+    ENV_NAMESPACE,
+    LABEL_JOB_NAME,
+    LABEL_NAMESPACE,
+    SAMPLES,
+)
+
+NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+_REPLICA_SUFFIX = re.compile(r"-(?:worker|master)-\d+$")
+
+
+def default_namespace(
+    *, env: Mapping[str, str] = os.environ, namespace_file: Path = NAMESPACE_FILE
+) -> str:
+    """`AUTOSCALER_NAMESPACE`, else the pod's service-account namespace."""
+    if env.get(ENV_NAMESPACE):
+        return env[ENV_NAMESPACE]
+    try:
+        return namespace_file.read_text().strip()
+    except OSError as exc:
+        raise ValueError(f"no namespace: pass namespace= or set {ENV_NAMESPACE}") from exc
+
+
+def default_job_name(*, env: Mapping[str, str] = os.environ, hostname: str | None = None) -> str:
+    """`AUTOSCALER_JOB_NAME`, else the pod name (`<job>-worker-<i>`) without its replica suffix."""
+    if env.get(ENV_JOB_NAME):
+        return env[ENV_JOB_NAME]
+    host = hostname if hostname is not None else socket.gethostname()
+    name, found = _REPLICA_SUFFIX.subn("", host)
+    if not found or not name:
+        raise ValueError(
+            f"hostname {host!r} is not a job's pod (<job>-worker-N): "
+            f"pass job_name= or set {ENV_JOB_NAME}"
+        )
+    return name
+
+
+class ThroughputReporter:
+    """A samples counter for one job on a registry of its own, served over HTTP."""
+
+    def __init__(self, *, namespace: str, job_name: str) -> None:
+        self.registry = CollectorRegistry()
+        self._samples = Counter(
+            SAMPLES,
+            "Training samples processed by this pod",
+            [LABEL_NAMESPACE, LABEL_JOB_NAME],
+            registry=self.registry,
+        ).labels(namespace, job_name)
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def start(
+        cls,
+        *,
+        port: int = DEFAULT_PORT,
+        addr: str = "0.0.0.0",  # all interfaces: Prometheus scrapes the pod IP
+        namespace: str | None = None,
+        job_name: str | None = None,
+    ) -> ThroughputReporter:
+        """A reporter serving `/metrics` on `addr:port` (port 0 picks a free one, see `port`)."""
+        reporter = cls(
+            namespace=namespace if namespace is not None else default_namespace(),
+            job_name=job_name if job_name is not None else default_job_name(),
+        )
+        reporter._server, reporter._thread = start_http_server(
+            port, addr=addr, registry=reporter.registry
+        )
+        return reporter
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("the reporter is not serving")
+        return self._server.server_port
+
+    def step(self, *, samples: float) -> None:
+        """Count `samples` more samples trained (call once per optimizer step)."""
+        self._samples.inc(samples)
+
+    def stop(self) -> None:
+        """Stop serving (the counter keeps its value)."""
+        if self._server is not None and self._thread is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._thread.join(timeout=5)
+        self._server = self._thread = None
+
+    def __enter__(self) -> ThroughputReporter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

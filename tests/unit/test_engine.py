@@ -1,0 +1,291 @@
+"""The decision round against an in-memory cluster: what is written, held, announced and logged."""
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from autoscaler.engine.config import EngineConfig, PolicySelection, SettleConfig
+from autoscaler.engine.engine import Engine
+from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
+from autoscaler.engine.state import JobState
+from autoscaler.observability.decision_log import DecisionLog, read_decision_log
+from autoscaler.observability.engine_metrics import engine_metrics
+from autoscaler.policies.contract import Decision, Snapshot
+from autoscaler.policies.global_optimizer import GlobalOptimizer, GlobalOptimizerConfig
+
+START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+GPU = "nvidia.com/gpu"
+CONFIG = EngineConfig(
+    interval_seconds=30,
+    settle=SettleConfig(settle_seconds=0, cooldown_seconds=0, scale_down_stabilization_seconds=0),
+    policy=PolicySelection(timeout_seconds=0.2),
+)
+
+
+@dataclass
+class MemoryCluster:
+    """Jobs whose pods start at once; records every write, state and Event."""
+
+    jobs_: dict[JobKey, ManagedJob]
+    gpus: float = 16.0
+    writes: list[tuple[str, int]] = field(default_factory=list)
+    events: list[tuple[str, str, bool]] = field(default_factory=list)
+    states: dict[JobKey, str] = field(default_factory=dict)
+    fail_writes: bool = False
+
+    def jobs(self) -> Sequence[ManagedJob]:
+        return [replace(job, state=self.states.get(key, "")) for key, job in self.jobs_.items()]
+
+    def capacity(self) -> Mapping[str, float]:
+        return {GPU: self.gpus}
+
+    def scale(self, job: ManagedJob, *, replicas: int) -> ScaleResult:
+        if self.fail_writes:
+            return ScaleResult(written=False, replicas=job.replicas, error="HTTP 500: boom")
+        self.writes.append((job.name, replicas))
+        self.jobs_[job.key] = replace(job, replicas=replicas, active=replicas)
+        return ScaleResult(written=True, replicas=replicas)
+
+    def save_state(self, job: ManagedJob, *, state: str) -> None:
+        self.states[job.key] = state
+
+    def event(self, job: ManagedJob, *, reason: str, message: str, warning: bool = False) -> None:
+        self.events.append((job.name, reason, warning))
+
+
+@dataclass
+class CurveThroughput:
+    """Each job's samples/s at its current count, from a curve per job."""
+
+    cluster: MemoryCluster
+    curves: dict[str, Callable[[int], float]]
+    broken: bool = False
+
+    def read(self, jobs: Sequence[ManagedJob], *, now: datetime) -> Mapping[JobKey, float | None]:
+        if self.broken:
+            raise ConnectionError("prometheus is down")
+        return {job.key: self.curves[job.name](job.replicas) for job in jobs}
+
+
+def make_job(
+    name: str, *, replicas: int = 2, owner: Owner = Owner.ENGINE, **changes: object
+) -> ManagedJob:
+    return ManagedJob(
+        namespace="ns",
+        name=name,
+        min_replicas=1,
+        max_replicas=8,
+        replicas=replicas,
+        active=replicas,
+        owner=owner,
+        created=START - timedelta(hours=1),
+        resources_per_replica={GPU: 2.0},
+        **changes,  # type: ignore[arg-type]
+    )
+
+
+def linear(n: int) -> float:
+    return 100.0 * n
+
+
+def flat(n: int) -> float:
+    return 100.0 + n
+
+
+def setup(
+    jobs: Sequence[ManagedJob],
+    *,
+    policy: object | None = None,
+    config: EngineConfig = CONFIG,
+    **engine: object,
+) -> tuple[Engine, MemoryCluster, CurveThroughput]:
+    cluster = MemoryCluster({job.key: job for job in jobs})
+    curves = {job.name: linear if job.name.startswith("linear") else flat for job in jobs}
+    throughput = CurveThroughput(cluster, curves)
+    chosen = policy or GlobalOptimizer(GlobalOptimizerConfig(restart_seconds=0))
+    built = Engine(
+        cluster=cluster,
+        throughput=throughput,
+        policy=chosen,
+        policy_name="p",
+        config=config,
+        **engine,  # type: ignore[arg-type]
+    )
+    return built, cluster, throughput
+
+
+def rounds(engine: Engine, count: int) -> list[datetime]:
+    times = [START + timedelta(seconds=30 * i) for i in range(count)]
+    for now in times:
+        engine.run_once(now=now)
+    return times
+
+
+def test_the_optimizer_gives_the_capacity_to_the_job_that_scales_and_then_stays_put() -> None:
+    engine, cluster, _ = setup([make_job("linear"), make_job("flat")])
+    cluster.gpus = 20.0  # 10 workers of 2 GPUs
+    rounds(engine, 12)
+    final = {key[1]: job.replicas for key, job in cluster.jobs_.items()}
+    assert final == {"linear": 8, "flat": 2}  # linear explores up one step at a time, to its max
+    writes = len(cluster.writes)
+    rounds(engine, 4)
+    assert len(cluster.writes) == writes  # no flapping once there
+    assert ("linear", "Rescaled", False) in cluster.events
+
+
+@pytest.mark.parametrize(
+    ("decide", "reason"),
+    [
+        (lambda snapshot, now: 1 / 0, "PolicyFailed"),
+        (lambda snapshot, now: [Decision("ns", "linear", 2.5, "X", "y")], "PolicyInvalid"),  # type: ignore[arg-type]
+        (lambda snapshot, now: 42, "PolicyInvalid"),
+    ],
+)
+def test_a_failing_policy_keeps_every_count(decide: Callable[..., object], reason: str) -> None:
+    policy = type("Broken", (), {"decide": lambda self, snapshot, *, now: decide(snapshot, now)})()
+    metrics = engine_metrics()
+    engine, cluster, _ = setup([make_job("linear")], policy=policy, metrics=metrics)
+    reports = [engine.run_once(now=now) for now in (START, START + timedelta(seconds=30))]
+    assert cluster.writes == []
+    assert reports[-1].fallback == reason
+    assert ("linear", reason, True) in cluster.events
+    assert (
+        metrics.registry.get_sample_value("autoscaler_policy_fallbacks_total", {"reason": reason})
+        == 2
+    )
+
+
+def test_a_policy_over_its_time_budget_is_dropped_and_not_run_twice() -> None:
+    release = threading.Event()
+
+    class Slow:
+        calls = 0
+
+        def decide(self, snapshot: Snapshot, *, now: datetime) -> list[Decision]:
+            Slow.calls += 1
+            release.wait(5)
+            return [Decision("ns", "linear", 8, "Late", "too late")]
+
+    engine, cluster, _ = setup([make_job("linear")], policy=Slow())
+    try:
+        first = engine.run_once(now=START)
+        second = engine.run_once(now=START + timedelta(seconds=30))
+    finally:
+        release.set()
+    assert (first.fallback, second.fallback) == ("PolicyTimeout", "PolicyStillRunning")
+    assert Slow.calls == 1
+    assert cluster.writes == []
+
+
+def test_a_metrics_outage_holds_every_job() -> None:
+    engine, cluster, throughput = setup([make_job("linear")])
+    rounds(engine, 1)
+    before = list(cluster.writes)
+    throughput.broken = True
+    report = engine.run_once(now=START + timedelta(minutes=5))
+    assert report.outcomes[0].settled.reason == "MetricsUnavailable"
+    assert cluster.writes == before
+
+
+def test_nan_and_negative_readings_are_no_data() -> None:
+    engine, cluster, throughput = setup([make_job("linear")])
+    throughput.curves["linear"] = lambda n: float("nan")
+    report = rounds(engine, 3) and engine.run_once(now=START + timedelta(minutes=3))
+    assert report.outcomes[0].settled.reason == "MetricsUnavailable"
+    assert cluster.writes == []
+
+
+def test_jobs_of_an_hpa_or_opted_out_are_never_written_nor_sized() -> None:
+    jobs = [
+        make_job("linear-hpa", owner=Owner.HPA),
+        make_job("linear-out", owner=Owner.OPTED_OUT),
+        make_job("linear"),
+    ]
+    seen: list[Snapshot] = []
+
+    class Greedy:
+        def decide(self, snapshot: Snapshot, *, now: datetime) -> list[Decision]:
+            seen.append(snapshot)
+            return [
+                Decision(j.namespace, j.name, j.max_replicas, "Max", "all") for j in snapshot.jobs
+            ]
+
+    engine, cluster, _ = setup(jobs, policy=Greedy())
+    rounds(engine, 6)
+    assert {name for name, _ in cluster.writes} == {"linear"}
+    assert all([j.name for j in s.jobs] == ["linear"] for s in seen)
+
+
+def test_counts_outside_the_bounds_are_clamped() -> None:
+    class Wild:
+        def decide(self, snapshot: Snapshot, *, now: datetime) -> list[Decision]:
+            return [Decision(j.namespace, j.name, 99, "Wild", "w") for j in snapshot.jobs]
+
+    engine, cluster, _ = setup(
+        [make_job("linear")],
+        policy=Wild(),
+        config=CONFIG.model_copy(update={"capacity": {GPU: 1000.0}}),
+    )
+    rounds(engine, 10)
+    assert max(n for _, n in cluster.writes) == 8
+
+
+def test_failed_writes_are_announced_and_counted() -> None:
+    metrics = engine_metrics()
+    engine, cluster, _ = setup([make_job("linear")], metrics=metrics)
+    cluster.fail_writes = True
+    rounds(engine, 3)
+    assert ("linear", "ScaleFailed", True) in cluster.events
+    assert (
+        metrics.registry.get_sample_value("autoscaler_scale_writes_total", {"result": "error"}) >= 1
+    )
+
+
+def test_state_survives_a_new_engine(tmp_path: Path) -> None:
+    engine, cluster, _ = setup([make_job("linear")])
+    rounds(engine, 3)
+    saved = JobState.from_json(cluster.states[("ns", "linear")])
+    assert saved.rescales >= 1
+    assert saved.throughput
+    successor = Engine(
+        cluster=cluster,
+        throughput=engine.throughput,
+        policy=engine.policy,
+        policy_name="p",
+        config=CONFIG,
+    )
+    successor.run_once(now=START + timedelta(minutes=10))
+    assert successor.states[("ns", "linear")].rescales >= saved.rescales
+
+
+def test_the_decision_log_has_a_line_per_job_and_round(tmp_path: Path) -> None:
+    log = DecisionLog(tmp_path / "decisions.jsonl")
+    engine, _, _ = setup([make_job("linear"), make_job("flat")], decision_log=log)
+    rounds(engine, 2)
+    records = read_decision_log(log.path)
+    assert len(records) == 4
+    assert {
+        "time",
+        "policy",
+        "objective",
+        "replicas",
+        "reason",
+        "steps",
+        "predicted_samples_per_second",
+    } <= set(records[0])
+
+
+def test_metrics_of_a_round() -> None:
+    metrics = engine_metrics()
+    engine, _, _ = setup([make_job("linear")], metrics=metrics)
+    rounds(engine, 3)
+    sample = metrics.registry.get_sample_value
+    labels = {"namespace": "ns", "pytorchjob": "linear"}
+    assert sample("autoscaler_job_max_replicas", labels) == 8
+    assert sample("autoscaler_job_observed_throughput_samples_per_second", labels) > 0
+    assert sample("autoscaler_capacity_available", {"resource": GPU}) == 16
+    assert sample("autoscaler_rounds_total", {"result": "ok"}) == 3

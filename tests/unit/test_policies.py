@@ -1,0 +1,281 @@
+"""Every built-in policy on table snapshots, loaded through the public registry."""
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from autoscaler.policies.contract import JobSnapshot, Snapshot
+from autoscaler.policies.objective import Objective
+from autoscaler.policies.registry import PolicyError, build, find, installed
+from autoscaler.policies.speedup import objective_value
+from autoscaler.policies.throughput_model import ThroughputModel, curve
+
+NOW = datetime(2026, 11, 29, tzinfo=UTC)
+GPU = "nvidia.com/gpu"
+BUILT_INS = {"global-optimizer", "optimus-greedy", "static", "equal-share", "hpa-like"}
+
+
+def job(
+    name: str, *, replicas: int = 2, low: int = 1, high: int = 8, size: float = 1.0, **extra: Any
+) -> JobSnapshot:
+    return JobSnapshot(
+        namespace="ns",
+        name=name,
+        min_replicas=low,
+        max_replicas=high,
+        replicas=replicas,
+        resources_per_replica={GPU: size},
+        **extra,
+    )
+
+
+def table(shape: str, high: int = 8) -> dict[int, float]:
+    shapes = {
+        "linear": lambda n: 100.0 * n,
+        "flat": lambda n: 100.0 + n,
+        "sqrt": lambda n: 100.0 * n**0.5,
+        "cliff": lambda n: 100.0 * n if n <= 4 else 100.0 * n * 0.5,  # a node boundary at 4
+    }
+    return {n: shapes[shape](n) for n in range(1, high + 1)}
+
+
+def decide(name: str, snapshot: Snapshot, **config: Any) -> dict[str, tuple[int, str]]:
+    policy = build(find(name), config)
+    return {d.name: (d.replicas, d.reason) for d in policy.decide(snapshot, now=NOW)}
+
+
+def test_every_built_in_is_installed_through_the_entry_point_group() -> None:
+    assert set(installed()) >= BUILT_INS
+
+
+@pytest.mark.parametrize(
+    ("jobs", "gpus", "expected"),
+    [
+        (
+            [job("a", throughput=table("linear")), job("b", throughput=table("flat"))],
+            9,
+            {"a": 8, "b": 1},
+        ),
+        (
+            [job("a", throughput=table("sqrt")), job("b", throughput=table("sqrt"))],
+            8,
+            {"a": 4, "b": 4},
+        ),
+        # greedy would stop 'b' at 4 (the cliff); exact sees 8 x 0.5 x 100 = 400 = 4 x 100: keeps 4
+        (
+            [job("a", throughput=table("linear"), size=2), job("b", throughput=table("cliff"))],
+            12,
+            {"a": 4, "b": 4},
+        ),
+        ([job("a", throughput=table("linear"))], 100, {"a": 8}),
+        (
+            [job("a", throughput=table("linear")), job("b")],
+            4,
+            {"a": 2, "b": 2},
+        ),  # no data: b is kept
+    ],
+)
+def test_global_optimizer(jobs: list[JobSnapshot], gpus: float, expected: dict[str, int]) -> None:
+    decided = decide(
+        "global-optimizer", Snapshot(capacity={GPU: gpus}, jobs=jobs), restart_seconds=0
+    )
+    assert {name: n for name, (n, _) in decided.items()} == expected
+
+
+def test_global_optimizer_reasons() -> None:
+    snapshot = Snapshot(capacity={GPU: 8}, jobs=[job("a", throughput=table("linear")), job("b")])
+    decided = decide("global-optimizer", snapshot)
+    assert decided["a"][1] == "OptimalAllocation"
+    assert decided["b"][1] == "NoThroughputData"
+
+
+def test_global_optimizer_with_capacity_below_the_minimums_keeps_counts() -> None:
+    snapshot = Snapshot(
+        capacity={GPU: 3},
+        jobs=[
+            job("a", low=2, throughput=table("linear")),
+            job("b", low=2, throughput=table("linear")),
+        ],
+    )
+    assert decide("global-optimizer", snapshot) == {
+        "a": (2, "InsufficientCapacity"),
+        "b": (2, "InsufficientCapacity"),
+    }
+
+
+def test_rescale_cost_keeps_a_job_where_a_small_gain_does_not_pay() -> None:
+    jobs = [
+        job("a", replicas=4, throughput=table("sqrt")),
+        job("b", replicas=4, throughput={**table("sqrt"), 5: 224.0}),
+    ]
+    snapshot = Snapshot(capacity={GPU: 9}, jobs=jobs)
+    free = decide("global-optimizer", snapshot, restart_seconds=0)
+    costly = decide("global-optimizer", snapshot, restart_seconds=300, horizon_seconds=600)
+    assert sum(n for n, _ in free.values()) == 9
+    assert {name: n for name, (n, _) in costly.items()} == {"a": 4, "b": 4}
+
+
+@pytest.mark.parametrize(
+    ("objective", "expected"),
+    [
+        ({"kind": "throughput"}, {"a": 7, "b": 1}),
+        ({"kind": "proportional"}, {"a": 4, "b": 4}),
+        ({"kind": "power-mean", "exponent": -1}, {"a": 4, "b": 4}),
+    ],
+)
+def test_fairness_objectives_share_more_evenly(
+    objective: dict[str, Any], expected: dict[str, int]
+) -> None:
+    jobs = [
+        job("a", throughput=table("linear")),
+        job("b", throughput={n: 100.0 * n**0.9 for n in range(1, 9)}),
+    ]
+    decided = decide(
+        "global-optimizer",
+        Snapshot(capacity={GPU: 8}, jobs=jobs),
+        objective=objective,
+        restart_seconds=0,
+    )
+    assert {name: n for name, (n, _) in decided.items()} == expected
+
+
+def test_objective_value_is_computed_as_defined() -> None:
+    jobs = [job("a", throughput=table("linear"), weight=2.0), job("b", throughput=table("sqrt"))]
+    snapshot = Snapshot(capacity={GPU: 8}, jobs=jobs)
+    replicas = {("ns", "a"): 4, ("ns", "b"): 4}
+    model = ThroughputModel()
+    assert objective_value(snapshot, replicas, objective=Objective(), model=model) == pytest.approx(
+        2 * 4 + 2
+    )
+    pollux = Objective(kind="power-mean", exponent=-1)
+    assert objective_value(snapshot, replicas, objective=pollux, model=model) == pytest.approx(
+        2 / 4 + 1 / 2
+    )
+    log = Objective(kind="proportional")
+    assert objective_value(snapshot, replicas, objective=log, model=model) == pytest.approx(
+        2 * np.log(4) + np.log(2)
+    )
+
+
+def test_optimus_greedy_stops_at_a_cliff_the_exact_optimizer_crosses() -> None:
+    cliff = {n: 100.0 * n if n <= 4 else 100.0 * n * 0.45 + (n == 8) * 500 for n in range(1, 9)}
+    snapshot = Snapshot(
+        capacity={GPU: 9}, jobs=[job("a", throughput=cliff), job("b", throughput=table("flat"))]
+    )
+    greedy = decide("optimus-greedy", snapshot)
+    exact = decide("global-optimizer", snapshot, restart_seconds=0)
+    assert greedy["a"] == (4, "MarginalGain")
+    assert exact["a"][0] == 8
+
+
+def test_static_keeps_counts() -> None:
+    snapshot = Snapshot(
+        capacity={GPU: 1}, jobs=[job("a", replicas=5), job("b", replicas=9, high=8)]
+    )
+    assert decide("static", snapshot) == {"a": (5, "Static"), "b": (8, "Static")}
+
+
+@pytest.mark.parametrize(
+    ("jobs", "gpus", "expected"),
+    [
+        ([job("a"), job("b")], 8, {"a": 4, "b": 4}),
+        ([job("a", size=2), job("b")], 9, {"a": 2, "b": 5}),  # about equal GPUs, not workers
+        ([job("a", high=2), job("b")], 8, {"a": 2, "b": 6}),
+        ([job("a", low=3), job("b")], 4, {"a": 3, "b": 1}),
+    ],
+)
+def test_equal_share(jobs: list[JobSnapshot], gpus: float, expected: dict[str, int]) -> None:
+    decided = decide("equal-share", Snapshot(capacity={GPU: gpus}, jobs=jobs))
+    assert {name: n for name, (n, _) in decided.items()} == expected
+
+
+@pytest.mark.parametrize(
+    ("replicas", "shape", "expected"),
+    [
+        (2, "linear", (3, "ScaleUp")),  # efficiency 1 / 0.8 = 1.25: ceil(2.5)
+        (4, "flat", (2, "ScaleDown")),  # efficiency 0.26: ceil(4 x 0.32)
+        (8, "linear", (8, "AtLimit")),
+        (2, "sqrt", (2, "WithinTolerance")),  # efficiency 0.707 / 0.8 = 0.88: within 0.15
+    ],
+)
+def test_hpa_like(replicas: int, shape: str, expected: tuple[int, str]) -> None:
+    snapshot = Snapshot(
+        capacity={GPU: 8}, jobs=[job("a", replicas=replicas, throughput=table(shape))]
+    )
+    tolerance = 0.15 if shape == "sqrt" else 0.1
+    assert decide("hpa-like", snapshot, tolerance=tolerance)["a"] == expected
+
+
+def test_unknown_config_keys_are_rejected_with_the_field() -> None:
+    with pytest.raises(PolicyError, match=r"global-optimizer.*objektive.*Extra inputs"):
+        build(find("global-optimizer"), {"objektive": {}})
+
+
+def test_unknown_policy_lists_the_installed_ones() -> None:
+    with pytest.raises(PolicyError, match=r"unknown policy 'nope'; installed: .*global-optimizer"):
+        find("nope")
+
+
+def test_a_policy_file_is_loaded_through_the_same_door(tmp_path: Path) -> None:
+    source = tmp_path / "keep_min.py"
+    source.write_text(
+        "from autoscaler.policies.contract import Decision, PolicyConfig, PolicyPlugin\n"
+        "class Config(PolicyConfig):\n    pass\n"
+        "class KeepMin:\n"
+        "    def __init__(self, config): pass\n"
+        "    def decide(self, snapshot, *, now):\n"
+        "        return [Decision(j.namespace, j.name, j.min_replicas, 'Min', 'min') for j in snapshot.jobs]\n"
+        "PLUGIN = PolicyPlugin(name='keep-min', summary='min', config_model=Config, build=KeepMin)\n"
+    )
+    snapshot = Snapshot(jobs=[job("a", low=2)])
+    assert decide(str(source), snapshot) == {"a": (2, "Min")}
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("raise RuntimeError('boom')", "fails to load: RuntimeError"),
+        ("PLUGIN = 3", "does not export a PolicyPlugin"),
+    ],
+)
+def test_broken_policy_files_say_why(tmp_path: Path, text: str, match: str) -> None:
+    source = tmp_path / "broken.py"
+    source.write_text(text)
+    with pytest.raises(PolicyError, match=match):
+        find(str(source))
+
+
+def test_throughput_curve_uses_complete_tables_as_they_are() -> None:
+    values = {1: 10.0, 2: 30.0, 3: 5.0}
+    assert curve(points=values, ages={}, low=1, high=3, model=ThroughputModel()).tolist() == [
+        10.0,
+        30.0,
+        5.0,
+    ]
+
+
+def test_throughput_fit_recovers_a_physical_curve_and_bounds_exploration() -> None:
+    def true(n: int) -> float:
+        return n / (1 + (n > 1) * (0.2 + 0.02 * n + 0.001 * n * n))
+
+    points = {n: true(n) for n in (1, 2, 4, 8)}
+    fitted = curve(points=points, ages={}, low=1, high=12, model=ThroughputModel())
+    assert np.allclose(fitted[:9], [true(n) for n in range(1, 10)], rtol=0.02)
+    assert np.isnan(fitted[9:]).all()  # 10.. are more than one step past 8
+
+
+def test_one_point_gives_a_curve_from_the_prior() -> None:
+    fitted = curve(points={4: 400.0}, ages={}, low=1, high=8, model=ThroughputModel())
+    assert np.all(np.diff(fitted[:5]) > 0)
+    assert np.isnan(fitted[5:]).all()
+
+
+def test_old_points_weigh_less() -> None:
+    model = ThroughputModel(half_life_seconds=60, prior_weight=0)
+    points = {1: 100.0, 2: 200.0, 3: 150.0, 4: 400.0}
+    fresh = curve(points=points, ages={}, low=1, high=5, model=model)
+    stale_three = curve(points=points, ages={3: 6000.0}, low=1, high=5, model=model)
+    assert stale_three[4] > fresh[4]  # forgetting the bad point at 3 predicts more at 5

@@ -1,0 +1,193 @@
+"""Every settle step alone, as tables, with time injected."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from autoscaler.engine.config import SettleConfig
+from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.settle import (
+    Settled,
+    fit_capacity,
+    hold,
+    observe,
+    remember,
+    settle,
+    usable_reading,
+)
+from autoscaler.engine.state import JobState, Point, Step
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+CONFIG = SettleConfig(
+    settle_seconds=60,
+    stale_after_seconds=300,
+    cooldown_seconds=120,
+    scale_down_stabilization_seconds=100,
+    scale_up_max_pods=2,
+    scale_up_max_percent=50,
+    scale_down_max_percent=50,
+)
+
+
+def job(**changes: object) -> ManagedJob:
+    fields: dict[str, object] = {
+        "namespace": "ns",
+        "name": "j",
+        "min_replicas": 1,
+        "max_replicas": 16,
+        "replicas": 4,
+        "active": 4,
+        "owner": Owner.ENGINE,
+        "created": NOW - timedelta(hours=1),
+        "resources_per_replica": {"nvidia.com/gpu": 1.0},
+    }
+    return ManagedJob(**{**fields, **changes})  # type: ignore[arg-type]
+
+
+def fresh_state(**changes: object) -> JobState:
+    point = Point(samples_per_second=100.0, observed_at=NOW - timedelta(seconds=30))
+    return JobState(replicas=4, throughput={4: point}).model_copy(update=changes)
+
+
+def proposal(replicas: int) -> Step:
+    return Step(name="policy", replicas=replicas, reason="OptimalAllocation", message="m")
+
+
+@pytest.mark.parametrize(
+    ("value", "usable"),
+    [
+        (None, None),
+        (float("nan"), None),
+        (float("inf"), None),
+        (-1.0, None),
+        (0.0, None),
+        (5.0, 5.0),
+    ],
+)
+def test_only_finite_positive_throughput_is_a_reading(
+    value: float | None, usable: float | None
+) -> None:
+    assert usable_reading(value) == usable
+
+
+@pytest.mark.parametrize(
+    ("the_job", "state", "recorded"),
+    [
+        (job(), JobState(replicas=4), True),
+        (job(active=3), JobState(replicas=4), False),  # a worker is not running yet
+        (job(created=NOW - timedelta(seconds=30)), JobState(), False),  # too young
+        (job(), JobState(replicas=4, last_rescale=NOW - timedelta(seconds=30)), False),
+        (job(replicas=6, active=6), JobState(replicas=4), False),  # someone else rescaled it
+    ],
+)
+def test_a_reading_is_attributed_to_the_count_only_once_steady(
+    the_job: ManagedJob, state: JobState, recorded: bool
+) -> None:
+    after = observe(the_job, state, reading=50.0, now=NOW, config=CONFIG)
+    assert (the_job.replicas in after.throughput) is recorded
+    assert after.replicas == the_job.replicas
+
+
+def test_a_count_changed_by_someone_else_counts_as_a_rescale() -> None:
+    after = observe(
+        job(replicas=6, active=6), JobState(replicas=4), reading=1.0, now=NOW, config=CONFIG
+    )
+    assert after.last_rescale == NOW
+
+
+@pytest.mark.parametrize(
+    ("the_job", "state", "reading", "reason"),
+    [
+        (job(), fresh_state(), 100.0, None),
+        (job(), fresh_state(), None, "MetricsUnavailable"),
+        (job(), JobState(replicas=4), 100.0, "MetricsUnavailable"),
+        (
+            job(),
+            fresh_state(
+                throughput={4: Point(samples_per_second=1, observed_at=NOW - timedelta(hours=1))}
+            ),
+            100.0,
+            "MetricsUnavailable",
+        ),
+        (job(), fresh_state(last_rescale=NOW - timedelta(seconds=60)), 100.0, "RescaleCooldown"),
+        (job(max_restarts=3), fresh_state(rescales=3), 100.0, "RestartBudgetExhausted"),
+        (job(max_restarts=3), fresh_state(rescales=2), 100.0, None),
+    ],
+)
+def test_holds(
+    the_job: ManagedJob, state: JobState, reading: float | None, reason: str | None
+) -> None:
+    held = hold(the_job, state, reading=reading, now=NOW, config=CONFIG)
+    assert (held and held.reason) == reason
+    if held:
+        assert held.replicas == the_job.replicas
+
+
+def run(the_job: ManagedJob, wish: int, state: JobState | None = None) -> Settled:
+    return settle(
+        the_job, state or fresh_state(), proposal=proposal(wish), held=None, now=NOW, config=CONFIG
+    )
+
+
+@pytest.mark.parametrize(
+    ("the_job", "wish", "replicas", "reason"),
+    [
+        (job(), 4, 4, "OptimalAllocation"),
+        (job(), 6, 6, "OptimalAllocation"),
+        (job(max_replicas=5), 6, 5, "TooManyReplicas"),
+        (job(min_replicas=3), 2, 3, "TooFewReplicas"),
+        (job(), 16, 6, "ScaleUpLimited"),  # +max(2 pods, 50 % of 4)
+        (job(replicas=10, active=10), 2, 5, "ScaleDownLimited"),  # at most half
+        (job(active=3), 6, 4, "PodsPending"),
+        (job(active=3), 2, 2, "OptimalAllocation"),  # scaling down is fine with pods pending
+    ],
+)
+def test_settle_steps(the_job: ManagedJob, wish: int, replicas: int, reason: str) -> None:
+    settled = run(the_job, wish)
+    assert (settled.replicas, settled.reason) == (replicas, reason)
+    assert settled.steps[0] == proposal(wish)
+
+
+def test_a_held_job_keeps_its_count_whatever_the_policy_wished() -> None:
+    held = Step(name="hold", replicas=4, reason="RescaleCooldown", message="m")
+    settled = settle(job(), fresh_state(), proposal=proposal(9), held=held, now=NOW, config=CONFIG)
+    assert (settled.replicas, settled.reason) == (4, "RescaleCooldown")
+
+
+def test_scale_down_waits_for_the_highest_recommendation_of_the_window() -> None:
+    state = fresh_state()
+    for seconds_ago, wish in ((150, 8), (90, 4), (30, 3)):  # 150 s ago is outside the window
+        state = remember(
+            state, recommendation=wish, now=NOW - timedelta(seconds=seconds_ago), config=CONFIG
+        )
+    settled = run(job(), 2, state)
+    assert (settled.replicas, settled.reason) == (4, "ScaleDownStabilized")
+    later = NOW + timedelta(seconds=60)  # the 4 left the window, the 3 is still in it
+    state = remember(state, recommendation=2, now=NOW, config=CONFIG)
+    settled = settle(job(), state, proposal=proposal(2), held=None, now=later, config=CONFIG)
+    assert (settled.replicas, settled.reason) == (3, "ScaleDownStabilized")
+
+
+def test_remember_keeps_only_the_window() -> None:
+    state = remember(JobState(), recommendation=5, now=NOW - timedelta(seconds=500), config=CONFIG)
+    state = remember(state, recommendation=6, now=NOW, config=CONFIG)
+    assert state.recommendations == [(NOW, 6)]
+
+
+def test_capacity_guard_undoes_the_largest_scale_ups_first() -> None:
+    jobs = [
+        job(name="a", replicas=2, active=2),
+        job(name="b", replicas=2, active=2),
+        job(name="c", replicas=4, active=4),
+    ]
+    wished = {("ns", "a"): 3, ("ns", "b"): 6, ("ns", "c"): 4}  # c's scale-down was held: 13 > 10
+    settled = {key: Settled(replicas=n, steps=(proposal(n),)) for key, n in wished.items()}
+    result = fit_capacity(jobs, settled, capacity={"nvidia.com/gpu": 10.0})
+    assert {key[1]: s.replicas for key, s in result.items()} == {"a": 3, "b": 2, "c": 4}
+    assert result[("ns", "b")].reason == "InsufficientCapacity"
+
+
+def test_capacity_guard_never_blocks_what_already_runs() -> None:
+    jobs = [job(name="a", replicas=8, active=8)]
+    settled = {("ns", "a"): Settled(replicas=8, steps=(proposal(8),))}
+    assert fit_capacity(jobs, settled, capacity={"nvidia.com/gpu": 4.0}) == settled
