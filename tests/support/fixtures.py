@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client, config
 
+from autoscaler.clients.kube import Kube
 from tests.support.controlplane import ControlPlane, binaries_dir
 from tests.support.external_metrics import ExternalMetricsServer, register, unregister
 from tests.support.prometheus import PrometheusServer
+from tests.support.serviceaccounts import request_token, write_kubeconfig
 
 _TIMINGS = pytest.StashKey[dict[str, float]]()
 
@@ -56,6 +59,30 @@ def kube_api(control_plane: ControlPlane) -> Iterator[client.ApiClient]:
     )
     with api:
         yield api
+
+
+@pytest.fixture(scope="session")
+def service_account_kubeconfig(
+    control_plane: ControlPlane,
+    kube_api: client.ApiClient,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[str, str], Path]:
+    """`(namespace, name) -> kubeconfig` of an existing ServiceAccount, with a fresh token from
+    the TokenRequest API: clients built from it act with exactly that account's permissions."""
+    directory = tmp_path_factory.mktemp("serviceaccounts")
+
+    def kubeconfig(namespace: str, name: str) -> Path:
+        token = request_token(Kube(kube_api), namespace, name)
+        user = f"system:serviceaccount:{namespace}:{name}"
+        return write_kubeconfig(
+            directory / f"{namespace}.{name}.kubeconfig",
+            server=control_plane.url,
+            ca=control_plane.ca_path,
+            user=user,
+            token=token,
+        )
+
+    return kubeconfig
 
 
 @pytest.fixture

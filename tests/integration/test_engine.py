@@ -1,0 +1,171 @@
+"""`autoscaler engine` as a real process against the real API server, operator and Prometheus.
+
+Training stand-ins serve each job's throughput at the worker count the API server reports;
+Prometheus scrapes them; the engine must find the allocation that is optimal for the true curves
+(computed here with the exact solver) and then stay there.
+"""
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from kubernetes import client
+
+from autoscaler.api import coordinates as c
+from autoscaler.controller.runner import Operator
+from autoscaler.observability.decision_log import read_decision_log
+from autoscaler.policies.solver import solve_allocation
+from tests.integration.test_operator import Cluster, elastic_job
+from tests.support.controlplane import ControlPlane
+from tests.support.polling import wait_for
+from tests.support.processes import free_port, http_get, log_tail, start_process, stop_process
+from tests.support.prometheus import PrometheusServer
+from tests.support.training import Kubelet, Trainer
+
+pytestmark = pytest.mark.integration
+GPU = "nvidia.com/gpu"
+GPUS = 8
+INTERVAL = 1.0
+STAY_ROUNDS = 8
+CURVES: dict[str, Callable[[int], float]] = {
+    "linear": lambda n: 100.0 * n,
+    "sublinear": lambda n: 100.0 * n**0.5,
+    "flat": lambda n: 100.0 + 5.0 * n,
+}
+BOUNDS = {"linear": (1, 6), "sublinear": (1, 6), "flat": (1, 4)}
+
+
+def gpu_job(name: str) -> dict[str, Any]:
+    low, high = BOUNDS[name]
+    job = elastic_job(name, replicas=low, low=low, high=high, maxRestarts=50)
+    container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"limits": {GPU: "1"}}
+    return job
+
+
+def optimum() -> dict[str, int]:
+    """The exact optimum of Σ speedup for the true curves (speedup over each job's minimum)."""
+    names = list(CURVES)
+    values = []
+    for name in names:
+        low, high = BOUNDS[name]
+        counts = np.arange(low, high + 1)
+        base = CURVES[name](low)
+        values.append(np.array([CURVES[name](int(n)) / base for n in counts]))
+    lows = np.array([BOUNDS[name][0] for name in names])
+    best = solve_allocation(values=values, lows=lows, sizes=np.ones(len(names)), capacity=GPUS)
+    return dict(zip(names, (int(n) for n in best.counts), strict=True))
+
+
+@pytest.fixture
+def engine_process(
+    control_plane: ControlPlane, prometheus: PrometheusServer, namespace: str, tmp_path: Path
+) -> Iterator[tuple[Path, Path, int]]:
+    decisions = tmp_path / "decisions.jsonl"
+    config = {
+        "interval_seconds": INTERVAL,
+        "policy": {"name": "global-optimizer", "config": {}},
+        "prometheus": {"url": prometheus.url, "window": "2s", "timeout_seconds": 2},
+        "settle": {
+            "settle_seconds": 4,
+            "cooldown_seconds": 4,
+            "scale_down_stabilization_seconds": 2,
+            "stale_after_seconds": 600,
+        },
+        "capacity": {GPU: GPUS},
+        "decision_log": str(decisions),
+    }
+    path = tmp_path / "engine.yaml"
+    path.write_text(yaml.safe_dump(config))
+    port, log = free_port(), tmp_path / "engine.log"
+    argv = [
+        sys.executable, "-m", "autoscaler", "engine", "--config", str(path),
+        "--kubeconfig", str(control_plane.kubeconfig_path), "--metrics-address", f"127.0.0.1:{port}",
+        "--lease-namespace", namespace, "--lease-duration", "3", "--renew-deadline", "2",
+        "--retry-period", "0.2",
+    ]  # fmt: skip
+    proc = start_process(argv, log_path=log)
+    try:
+        yield decisions, log, port
+    finally:
+        code = stop_process(proc)
+        assert code == 0, log_tail(log)
+
+
+@pytest.fixture
+def cluster(kube_api: client.ApiClient, namespace: str, operator: Operator) -> Cluster:
+    return Cluster(kube_api, namespace)
+
+
+def replicas(cluster: Cluster) -> dict[str, int]:
+    return {
+        name: cluster.job(name)["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"]
+        for name in CURVES
+    }
+
+
+def test_engine_converges_to_the_optimum_and_stays_put(
+    cluster: Cluster,
+    kube_api: client.ApiClient,
+    prometheus: PrometheusServer,
+    engine_process: tuple[Path, Path, int],
+) -> None:
+    decisions, log, port = engine_process
+    expected = optimum()
+    assert expected == {"linear": 6, "sublinear": 1, "flat": 1}
+    with ExitStack() as stack:
+        stack.enter_context(Kubelet(kube_api, cluster.ns))
+        for name, curve in CURVES.items():
+            cluster.create(gpu_job(name))
+            trainer = stack.enter_context(
+                Trainer(kube_api, namespace=cluster.ns, name=name, curve=curve)
+            )
+            prometheus.add_target(trainer.target, job="training", labels={"test": cluster.ns})
+            stack.callback(prometheus.remove_target, trainer.target, job="training")
+        try:
+            wait_for(
+                lambda: replicas(cluster) == expected,
+                timeout=120,
+                interval=0.5,
+                what=f"the optimum {expected}",
+            )
+        except AssertionError as error:
+            raise AssertionError(f"{error}; now {replicas(cluster)}\n{log_tail(log)}") from None
+        converged = len(_rounds(decisions))
+        wait_for(
+            lambda: len(_rounds(decisions)) >= converged + STAY_ROUNDS,
+            timeout=60,
+            what="more rounds",
+        )
+    rounds = _rounds(decisions)
+    times = sorted(rounds)
+    after = [record for time in times[converged:] for record in rounds[time]]
+    assert not any(record["written"] for record in after), "the engine moved a job after converging"
+    assert replicas(cluster) == expected
+    writes = [i for i, time in enumerate(times) if any(r["written"] for r in rounds[time])]
+    print(
+        f"\nconverged in {writes[-1] + 1} rounds of {INTERVAL:g} s ({len(writes)} with writes),"
+        f" then {len(times) - converged} rounds without a write"
+    )
+    assert "Rescaled" in cluster.events("linear")
+    state = cluster.job("linear")["metadata"]["annotations"][c.ANNOTATION_STATE]
+    assert '"rescales"' in state
+    status, body = http_get(f"http://127.0.0.1:{port}/metrics")
+    assert status == 200
+    series = f'autoscaler_job_desired_replicas{{namespace="{cluster.ns}",pytorchjob="linear"}}'
+    assert f"{series} 6.0" in body
+
+
+def _rounds(path: Path) -> dict[str, list[dict[str, Any]]]:
+    """Decision-log records by round (their shared timestamp), oldest first."""
+    if not path.exists():
+        return {}
+    by_time: dict[str, list[dict[str, Any]]] = {}
+    for record in read_decision_log(path):
+        by_time.setdefault(record["time"], []).append(record)
+    return by_time

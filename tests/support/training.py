@@ -1,0 +1,93 @@
+"""Stand-ins for the kubelet and for training processes, driven by the real API server.
+
+`Kubelet` marks every new pod of a namespace Running. `Trainer` serves one job's training
+throughput with the real training-side reporter: samples/s follow the job's curve at the
+worker count the API server reports (`status.replicaStatuses.Worker.active`), so Prometheus
+sees what a real job would after each rescale.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+
+from autoscaler.api import coordinates as c
+from autoscaler.training import ThroughputReporter
+
+
+class Kubelet:
+    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+        self.core, self.namespace = client.CoreV1Api(api), namespace
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Kubelet:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            for pod in self.core.list_namespaced_pod(self.namespace).items:
+                if (
+                    pod.status.phase in (None, "Pending")
+                    and pod.metadata.deletion_timestamp is None
+                ):
+                    body = {"status": {"phase": "Running"}}
+                    self.core.patch_namespaced_pod_status(pod.metadata.name, self.namespace, body)
+
+
+class Trainer:
+    """One job's throughput, `curve(active workers)` samples/s, on a real /metrics endpoint."""
+
+    def __init__(
+        self, api: client.ApiClient, *, namespace: str, name: str, curve: Callable[[int], float]
+    ) -> None:
+        self.jobs = client.CustomObjectsApi(api)
+        self.namespace, self.name, self.curve = namespace, name, curve
+        self.reporter = ThroughputReporter.start(
+            port=0, addr="127.0.0.1", namespace=namespace, job_name=name
+        )
+        self.workers = 0
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=f, daemon=True) for f in (self._watch, self._train)
+        ]
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.reporter.port}"
+
+    def __enter__(self) -> Trainer:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self.reporter.stop()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.2):
+            job: dict[str, Any] = self.jobs.get_namespaced_custom_object(
+                c.GROUP, c.VERSION, self.namespace, c.PLURAL, self.name
+            )
+            statuses = (job.get("status") or {}).get("replicaStatuses") or {}
+            self.workers = int((statuses.get(c.WORKER) or {}).get("active") or 0)
+
+    def _train(self) -> None:
+        last = time.monotonic()
+        while not self._stop.wait(0.02):
+            now = time.monotonic()
+            if self.workers:
+                self.reporter.step(samples=self.curve(self.workers) * (now - last))
+            last = now
