@@ -156,7 +156,7 @@ def run_engine(args: argparse.Namespace) -> int:
     objective, model = _reporting(policy_config)
     source = config.prometheus
     engine = Engine(
-        cluster=KubeCluster(kube),
+        cluster=KubeCluster(kube, namespaces=config.namespaces),
         throughput=PrometheusThroughput(
             url=source.url,
             template=source.query or DEFAULT_QUERY_TEMPLATE,

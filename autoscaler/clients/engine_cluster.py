@@ -26,16 +26,20 @@ class KubeCluster:
         self,
         kube: Kube,
         *,
+        namespaces: Sequence[str] = (),
         recorder: EventRecorder | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.kube, self.clock = kube, clock
+        self.namespaces = tuple(namespaces)
         self.recorder = recorder or EventRecorder(kube)
         self._engine_jobs: set[JobKey] = set()
 
     def jobs(self) -> Sequence[ManagedJob]:
         jobs = []
-        for obj in self.kube.list(JOBS)["items"]:
+        scopes = self.namespaces or (None,)  # None: every namespace
+        objects = [obj for ns in scopes for obj in self.kube.list(JOBS, namespace=ns)["items"]]
+        for obj in objects:
             try:
                 job = managed_job(obj)
             except (KeyError, TypeError, ValueError) as error:  # the CRD schema should prevent it

@@ -60,6 +60,9 @@ class SettleConfig(Strict):
 
 class EngineConfig(Strict):
     interval_seconds: PositiveFloat = 30.0
+    namespaces: list[str] = Field(
+        default_factory=list, description="size only the jobs of these namespaces; empty = all"
+    )
     policy: PolicySelection = PolicySelection()
     prometheus: PrometheusSource = PrometheusSource()
     settle: SettleConfig = SettleConfig()

@@ -57,6 +57,7 @@ RBAC_FILE = CRD_FILE.parents[1] / "operator" / "rbac.yaml"
 def operator_kubeconfig(kube_api: client.ApiClient, control_plane: ControlPlane) -> Path:
     """The restricted test user, bound to the operator's ClusterRole from deploy/operator."""
     role = next(d for d in yaml.safe_load_all(RBAC_FILE.read_text()) if d["kind"] == "ClusterRole")
+    role["metadata"]["name"] = "pytorchjob-operator-test"  # the deploy test installs the original
     rbac = client.RbacAuthorizationV1Api(kube_api)
     rbac.create_cluster_role(role)
     binding = {

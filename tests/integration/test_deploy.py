@@ -12,7 +12,9 @@ import shlex
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,9 @@ from tests.support.controlplane import REPO_ROOT
 from tests.support.kustomize import CLUSTER_SCOPED, Build, Resource, build, unreferenced
 from tests.support.polling import wait_for
 from tests.support.processes import free_port, http_get, log_tail, start_process, stop_process
+from tests.support.prometheus import PrometheusServer
 from tests.support.serviceaccounts import Access, allowed, who_am_i
+from tests.support.training import Kubelet, Trainer, remove_jobs_and_pods
 
 pytestmark = pytest.mark.integration
 JSON = dict[str, Any]
@@ -56,14 +60,15 @@ OPERATOR_RULES = {
     ("", "events"): {"create"},
 }
 ENGINE_RULES = {
-    ("kubeflow.org", "pytorchjobs"): {"get", "list", "watch", "patch"},
-    ("kubeflow.org", "pytorchjobs/scale"): {"get", "update", "patch"},
-    ("", "events"): {"create", "patch"},
-    ("", "nodes"): {"list", "watch"},
-    ("", "pods"): {"list", "watch"},
+    ("kubeflow.org", "pytorchjobs"): {"list", "patch"},
+    ("kubeflow.org", "pytorchjobs/scale"): {"get", "update"},
+    ("", "events"): {"create"},
+    ("", "nodes"): {"list"},
+    ("", "pods"): {"list"},
 }
 LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
 JOBS = "pytorchjobs.kubeflow.org"
+GPU = "nvidia.com/gpu"
 LEASES = "leases.coordination.k8s.io"
 HPAS = "horizontalpodautoscalers.autoscaling"
 # Steps beyond what each component does, which its token must not be able to take.
@@ -103,6 +108,8 @@ ENGINE_DENIED = [
     Access("create", HPAS, USER_NS),
     Access("update", HPAS, USER_NS),
     Access("patch", "nodes"),
+    Access("watch", "pods", USER_NS),
+    Access("patch", f"{JOBS}/scale", USER_NS),
 ]
 
 
@@ -465,6 +472,79 @@ def test_operator_runs_with_its_service_account_and_the_deployments_arguments(
     assert f"system:serviceaccount:{NS}:{OPERATOR}" not in log.read_text(), log_tail(log, lines=80)
     # The Lease was handed back at shutdown.
     assert _holder(kube_api) == ""
+
+
+@pytest.mark.usefixtures("operator")
+def test_engine_runs_with_its_service_account_and_the_deployments_arguments(
+    kube_api: client.ApiClient,
+    namespace: str,
+    prometheus: PrometheusServer,
+    account_kubeconfig: Callable[[str], Path],
+    tmp_path: Path,
+) -> None:
+    """`autoscaler engine` as the Deployment starts it, with the engine's token and the
+    ConfigMap's configuration (Prometheus and intervals pointed at the test's): it measures the
+    capacity from a Node, reads throughput, writes /scale, annotates and records Events, and is
+    never denied anything."""
+    main = container(ENGINE)
+    config = yaml.safe_load(BUILD.one("ConfigMap", "engine-config")["data"]["engine.yaml"])
+    config |= {
+        "interval_seconds": 1,
+        "namespaces": [namespace],
+        "prometheus": {**config["prometheus"], "url": prometheus.url, "window": "2s"},
+        "settle": {"settle_seconds": 4, "cooldown_seconds": 4},
+    }
+    path = tmp_path / "engine.yaml"
+    path.write_text(yaml.safe_dump(config))
+    port = free_port()
+    argv = [str(Path(sys.executable).parent / main["command"][0]), *main["args"]]
+    argv += ["--config", str(path), "--kubeconfig", str(account_kubeconfig(ENGINE))]
+    argv += ["--metrics-address", f"127.0.0.1:{port}", "--identity", "engine-deploy-test"]
+    env = {**os.environ, "POD_NAMESPACE": NS}
+    env.pop("KUBECONFIG", None)
+    log = tmp_path / "engine.log"
+    cluster = Cluster(kube_api, namespace)
+    with ExitStack() as stack:
+        stack.enter_context(gpu_node(kube_api, gpus=4))
+        stack.enter_context(Kubelet(kube_api, namespace))
+        job = elastic_job("by-engine-sa", replicas=1, low=1, high=3, maxRestarts=10)
+        worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+        worker["containers"][0]["resources"] = {"limits": {GPU: "1"}}
+        cluster.create(job)
+        stack.callback(remove_jobs_and_pods, kube_api, namespace)
+        trainer = stack.enter_context(
+            Trainer(kube_api, namespace=namespace, name="by-engine-sa", curve=lambda n: 100.0 * n)
+        )
+        prometheus.add_target(trainer.target, job="training")
+        stack.callback(prometheus.remove_target, trainer.target, job="training")
+        proc = start_process(argv, log_path=log, env=env)
+        stack.callback(stop_process, proc)
+        wait_for(
+            lambda: "Rescaled" in cluster.events("by-engine-sa"),
+            timeout=60,
+            what="the engine to rescale the job",
+        )
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0, log_tail(log)
+        scaled = cluster.job("by-engine-sa")
+        assert scaled["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] > 1
+        assert c.ANNOTATION_STATE in scaled["metadata"]["annotations"]
+    assert f"system:serviceaccount:{NS}:{ENGINE}" not in log.read_text(), log_tail(log, lines=80)
+
+
+@contextmanager
+def gpu_node(api: client.ApiClient, *, gpus: int) -> Iterator[str]:
+    """A Ready Node with GPUs (only its API object: nothing schedules or runs here)."""
+    core, name = client.CoreV1Api(api), f"gpu-node-{uuid.uuid4().hex[:6]}"
+    core.create_node({"metadata": {"name": name}})
+    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "test"}
+    resources = {GPU: str(gpus), "cpu": "8", "memory": "32Gi", "pods": "110"}
+    status = {"capacity": resources, "allocatable": resources, "conditions": [ready]}
+    core.patch_node_status(name, {"status": status})
+    try:
+        yield name
+    finally:
+        core.delete_node(name)
 
 
 def _run_a_job(

@@ -25,7 +25,7 @@ from tests.support.controlplane import ControlPlane
 from tests.support.polling import wait_for
 from tests.support.processes import free_port, http_get, log_tail, start_process, stop_process
 from tests.support.prometheus import PrometheusServer
-from tests.support.training import Kubelet, Trainer
+from tests.support.training import Kubelet, Trainer, remove_jobs_and_pods
 
 pytestmark = pytest.mark.integration
 GPU = "nvidia.com/gpu"
@@ -69,6 +69,7 @@ def engine_process(
     decisions = tmp_path / "decisions.jsonl"
     config = {
         "interval_seconds": INTERVAL,
+        "namespaces": [namespace],
         "policy": {"name": "global-optimizer", "config": {}},
         "prometheus": {"url": prometheus.url, "window": "2s", "timeout_seconds": 2},
         "settle": {
@@ -120,6 +121,7 @@ def test_engine_converges_to_the_optimum_and_stays_put(
     assert expected == {"linear": 6, "sublinear": 1, "flat": 1}
     with ExitStack() as stack:
         stack.enter_context(Kubelet(kube_api, cluster.ns))
+        stack.callback(remove_jobs_and_pods, kube_api, cluster.ns)
         for name, curve in CURVES.items():
             cluster.create(gpu_job(name))
             trainer = stack.enter_context(
@@ -142,19 +144,19 @@ def test_engine_converges_to_the_optimum_and_stays_put(
             timeout=60,
             what="more rounds",
         )
+        assert replicas(cluster) == expected
+        assert "Rescaled" in cluster.events("linear")
+        state = cluster.job("linear")["metadata"]["annotations"][c.ANNOTATION_STATE]
+        assert '"rescales"' in state
     rounds = _rounds(decisions)
     times = sorted(rounds)
     after = [record for time in times[converged:] for record in rounds[time]]
     assert not any(record["written"] for record in after), "the engine moved a job after converging"
-    assert replicas(cluster) == expected
     writes = [i for i, time in enumerate(times) if any(r["written"] for r in rounds[time])]
     print(
         f"\nconverged in {writes[-1] + 1} rounds of {INTERVAL:g} s ({len(writes)} with writes),"
         f" then {len(times) - converged} rounds without a write"
     )
-    assert "Rescaled" in cluster.events("linear")
-    state = cluster.job("linear")["metadata"]["annotations"][c.ANNOTATION_STATE]
-    assert '"rescales"' in state
     status, body = http_get(f"http://127.0.0.1:{port}/metrics")
     assert status == 200
     series = f'autoscaler_job_desired_replicas{{namespace="{cluster.ns}",pytorchjob="linear"}}'

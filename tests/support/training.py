@@ -91,3 +91,12 @@ class Trainer:
             if self.workers:
                 self.reporter.step(samples=self.curve(self.workers) * (now - last))
             last = now
+
+
+def remove_jobs_and_pods(api: client.ApiClient, namespace: str) -> None:
+    """Jobs first (else the operator recreates their pods), then their pods: with no garbage
+    collector running, GPU pods left behind would shrink the capacity later tests measure."""
+    client.CustomObjectsApi(api).delete_collection_namespaced_custom_object(
+        c.GROUP, c.VERSION, namespace, c.PLURAL
+    )
+    client.CoreV1Api(api).delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
