@@ -17,6 +17,7 @@ from autoscaler.api.manifests import ManifestError, load_jobs
 from autoscaler.api.models import PyTorchJob
 from autoscaler.api.validation import validate
 from autoscaler.cli.engine_command import add_engine_commands
+from autoscaler.cli.explain_command import UnknownJobError, add_explain_command
 from autoscaler.cli.operator_command import add_operator_command
 from autoscaler.controller.builders import desired_objects
 from autoscaler.policies.registry import PolicyError
@@ -30,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: Callable[[argparse.Namespace], int] = args.command
     try:
         return command(args)
-    except (ManifestError, PolicyError, OSError, yaml.YAMLError) as error:
+    except (ManifestError, PolicyError, UnknownJobError, OSError, yaml.YAMLError) as error:
         print(f"error: {error}", file=sys.stderr)
         return USAGE_ERROR
     except ValidationError as error:  # the schema accepted what the models cannot represent
@@ -56,6 +57,7 @@ def parser() -> argparse.ArgumentParser:
         sub.set_defaults(command=handler)
     add_operator_command(commands)
     add_engine_commands(commands)
+    add_explain_command(commands)
     demo = commands.add_parser("demo", help="render the bundled example job")
     demo.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
     demo.set_defaults(command=run_demo)

@@ -100,49 +100,19 @@ class Engine:
             job for job in self.cluster.jobs() if job.owner is Owner.ENGINE and not job.finished
         ]
         readings = self._read(jobs, now=now)
-        settle_config = self.config.settle
-        for job in jobs:
-            state = self.states.get(job.key) or JobState.from_json(job.state)
-            self.states[job.key] = observe(
-                job, state, reading=readings[job.key], now=now, config=settle_config
-            )
-        holds = {
-            job.key: hold(
-                job, self.states[job.key], reading=readings[job.key], now=now, config=settle_config
-            )
-            for job in jobs
-        }
+        holds = self._observe(jobs, readings=readings, now=now)
         capacity = dict(
             self.config.capacity if self.config.capacity is not None else self.cluster.capacity()
         )
-        view = snapshot(
-            jobs,
-            self.states,
-            capacity=capacity,
-            now=now,
-            restart_seconds=self.config.restart_seconds,
-        )
+        restart = self.config.restart_seconds
+        view = snapshot(jobs, self.states, capacity=capacity, now=now, restart_seconds=restart)
         pinned = snapshot(
-            jobs,
-            self.states,
-            capacity=capacity,
-            now=now,
-            restart_seconds=self.config.restart_seconds,
-            holds=holds,
+            jobs, self.states, capacity=capacity, now=now, restart_seconds=restart, holds=holds
         )
         proposals = self._decide(pinned, jobs=jobs, now=now)
-        settled = {
-            job.key: settle(
-                job,
-                self.states[job.key],
-                proposal=proposals.steps[job.key],
-                held=holds[job.key],
-                now=now,
-                config=settle_config,
-            )
-            for job in jobs
-        }
-        settled = fit_capacity(jobs, settled, capacity=capacity)
+        settled = self._settle(jobs, proposals=proposals, holds=holds, capacity=capacity, now=now)
+        counts = {key: one.replicas for key, one in settled.items()}
+        objective = objective_value(view, counts, objective=self.objective, model=self.model)
         outcomes = tuple(
             self._act(
                 job,
@@ -150,6 +120,7 @@ class Engine:
                 proposals.steps[job.key],
                 reading=readings[job.key],
                 view_job=view_job,
+                objective=objective,
                 now=now,
             )
             for job, view_job in zip(jobs, view.jobs, strict=True)
@@ -159,18 +130,48 @@ class Engine:
             policy=self.policy_name,
             snapshot=view,
             solve_seconds=proposals.seconds,
-            objective=objective_value(
-                view,
-                {o.job.key: o.settled.replicas for o in outcomes},
-                objective=self.objective,
-                model=self.model,
-            ),
+            objective=objective,
             fallback=proposals.fallback,
             outcomes=outcomes,
         )
         self._record(report, capacity=capacity)
         self._forget_gone({job.key for job in jobs})
         return report
+
+    def _observe(
+        self, jobs: Sequence[ManagedJob], *, readings: Mapping[JobKey, float | None], now: datetime
+    ) -> dict[JobKey, Step | None]:
+        """Fold this round's readings into each job's state; which jobs must keep their count."""
+        config = self.config.settle
+        holds = {}
+        for job in jobs:
+            state = self.states.get(job.key) or JobState.from_json(job.state)
+            state = observe(job, state, reading=readings[job.key], now=now, config=config)
+            self.states[job.key] = state
+            holds[job.key] = hold(job, state, reading=readings[job.key], now=now, config=config)
+        return holds
+
+    def _settle(
+        self,
+        jobs: Sequence[ManagedJob],
+        *,
+        proposals: "Proposals",
+        holds: Mapping[JobKey, Step | None],
+        capacity: Mapping[str, float],
+        now: datetime,
+    ) -> dict[JobKey, Settled]:
+        settled = {
+            job.key: settle(
+                job,
+                self.states[job.key],
+                proposal=proposals.steps[job.key],
+                held=holds[job.key],
+                now=now,
+                config=self.config.settle,
+            )
+            for job in jobs
+        }
+        return fit_capacity(jobs, settled, capacity=capacity)
 
     def _read(self, jobs: Sequence[ManagedJob], *, now: datetime) -> dict[JobKey, float | None]:
         try:
@@ -237,6 +238,7 @@ class Engine:
         *,
         reading: float | None,
         view_job: JobSnapshot,
+        objective: float,
         now: datetime,
     ) -> Outcome:
         state = remember(
@@ -267,9 +269,10 @@ class Engine:
             message=settled.steps[-1].message,
             steps=list(settled.steps),
             written=written,
+            objective=objective,
         )
         self._announce(job, record, previous=state.last_decision, error=error)
-        self.states[job.key] = state.model_copy(update={"last_decision": record})
+        self.states[job.key] = state.with_decision(record)
         self._save(job, now=now)
         curve = job_curve(view_job, model=self.model)
         predicted = curve.at(settled.replicas) if curve.known else None

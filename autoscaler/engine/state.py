@@ -9,6 +9,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 log = logging.getLogger(__name__)
+HISTORY = 5  # decisions kept per job (for `explain`); about 0.5 KB each
 
 
 class Point(BaseModel):
@@ -40,6 +41,7 @@ class DecisionRecord(BaseModel):
     message: str
     steps: list[Step] = []
     written: bool = False
+    objective: float | None = None  # of the whole round's settled counts
 
 
 class JobState(BaseModel):
@@ -50,7 +52,14 @@ class JobState(BaseModel):
     last_rescale: datetime | None = None
     rescales: int = 0
     recommendations: list[tuple[datetime, int]] = []
-    last_decision: DecisionRecord | None = None
+    decisions: list[DecisionRecord] = []  # the latest few, newest last
+
+    @property
+    def last_decision(self) -> DecisionRecord | None:
+        return self.decisions[-1] if self.decisions else None
+
+    def with_decision(self, record: DecisionRecord) -> "JobState":
+        return self.model_copy(update={"decisions": [*self.decisions[-(HISTORY - 1) :], record]})
 
     def to_json(self) -> str:
         return self.model_dump_json(exclude_defaults=True)

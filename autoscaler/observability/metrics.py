@@ -19,7 +19,7 @@ class OperatorMetrics:
 
 def operator_metrics() -> OperatorMetrics:
     registry = CollectorRegistry()
-    prefix = "pytorchjob_operator"
+    prefix = "autoscaler_operator"
     return OperatorMetrics(
         registry=registry,
         reconciles=Counter(

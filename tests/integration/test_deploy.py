@@ -572,12 +572,12 @@ def _run_a_job(
         lambda: "SuccessfulCreatePod" in cluster.events("by-sa"),
         what="the operator's Events",
     )
-    reconciled = r'^pytorchjob_operator_reconciles_total\{result="ok"\} [1-9]'
+    reconciled = r'^autoscaler_operator_reconciles_total\{result="ok"\} [1-9]'
     wait_for(
         lambda: re.search(reconciled, get("/metrics")[1], re.M),
         what="the operator process to count its reconciles",  # not another operator's
     )
-    assert re.search(r"^pytorchjob_operator_leader 1\.0$", get("/metrics")[1], re.M)
+    assert re.search(r"^autoscaler_operator_leader 1\.0$", get("/metrics")[1], re.M)
 
 
 def _holder(kube_api: client.ApiClient) -> str:

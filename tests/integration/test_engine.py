@@ -5,6 +5,7 @@ Prometheus scrapes them; the engine must find the allocation that is optimal for
 (computed here with the exact solver) and then stay there.
 """
 
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -110,7 +111,14 @@ def replicas(cluster: Cluster) -> dict[str, int]:
     }
 
 
+def explain(control_plane: ControlPlane, job: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "autoscaler", "explain", job]
+    argv += ["--kubeconfig", str(control_plane.kubeconfig_path)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+
+
 def test_engine_converges_to_the_optimum_and_stays_put(
+    control_plane: ControlPlane,
     cluster: Cluster,
     kube_api: client.ApiClient,
     prometheus: PrometheusServer,
@@ -148,6 +156,15 @@ def test_engine_converges_to_the_optimum_and_stays_put(
         assert "Rescaled" in cluster.events("linear")
         state = cluster.job("linear")["metadata"]["annotations"][c.ANNOTATION_STATE]
         assert '"rescales"' in state
+        explained = explain(control_plane, f"{cluster.ns}/linear")
+        assert explained.returncode == 0, explained.stderr
+        assert "Owner:     engine" in explained.stdout
+        assert "OptimalAllocation" in explained.stdout
+        unknown = explain(control_plane, f"{cluster.ns}/nope")
+        assert (unknown.returncode, unknown.stderr) == (
+            2,
+            f"error: pytorchjob {cluster.ns}/nope not found\n",
+        )
     rounds = _rounds(decisions)
     times = sorted(rounds)
     after = [record for time in times[converged:] for record in rounds[time]]

@@ -91,19 +91,19 @@ def test_one_leader_acts_and_hands_over_on_sigterm(
     first = start("first")  # type: ignore[operator]
     wait_for(lambda: holder(kube_api) == "first", what="first to hold the lease")
     second = start("second")  # type: ignore[operator]
-    assert second.metric("pytorchjob_operator_leader") == 0.0
+    assert second.metric("autoscaler_operator_leader") == 0.0
     cluster = Cluster(kube_api, namespace)
     cluster.create(elastic_job("led", replicas=2))
     cluster.wait_pods("led", names("led", "worker", 2))
     wait_for(
-        lambda: (first.metric("pytorchjob_operator_reconciles_total") or 0) > 0,
+        lambda: (first.metric("autoscaler_operator_reconciles_total") or 0) > 0,
         what="first to reconcile",
     )
-    assert second.metric("pytorchjob_operator_reconciles_total") is None  # the standby never acts
-    assert first.metric("pytorchjob_operator_leader") == 1.0
+    assert second.metric("autoscaler_operator_reconciles_total") is None  # the standby never acts
+    assert first.metric("autoscaler_operator_leader") == 1.0
     # The real Prometheus scrapes the operator's /metrics as it would in a cluster.
     prometheus.add_target(f"127.0.0.1:{first.port}", job="pytorchjob-operator")
-    query = 'sum(pytorchjob_operator_reconciles_total{job="pytorchjob-operator",result="ok"})'
+    query = 'sum(autoscaler_operator_reconciles_total{job="pytorchjob-operator",result="ok"})'
     assert float(prometheus.wait_for_series(query)[0]["value"][1]) > 0  # type: ignore[index]
     prometheus.remove_target(f"127.0.0.1:{first.port}", job="pytorchjob-operator")
 
@@ -113,4 +113,4 @@ def test_one_leader_acts_and_hands_over_on_sigterm(
     wait_for(lambda: holder(kube_api) == "second", timeout=5, what="second to take the lease")
     cluster.scale("led", 3)
     cluster.wait_pods("led", names("led", "worker", 3))
-    assert second.metric("pytorchjob_operator_leader") == 1.0
+    assert second.metric("autoscaler_operator_leader") == 1.0

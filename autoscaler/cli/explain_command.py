@@ -1,0 +1,116 @@
+"""`autoscaler explain NAMESPACE/NAME`: why the job has the worker count it has."""
+
+import argparse
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from autoscaler.clients.kube import HPAS, JOBS, Kube, NotFoundError, api_client
+from autoscaler.engine.config import load_config
+from autoscaler.engine.explain import explain
+from autoscaler.policies.registry import find
+from autoscaler.policies.throughput_model import ThroughputModel
+
+
+class UnknownJobError(LookupError):
+    pass
+
+
+def add_explain_command(commands: Any) -> None:
+    sub = commands.add_parser(
+        "explain", help="why a job has its worker count: owner, data, decisions"
+    )
+    sub.add_argument("job", metavar="NAMESPACE/NAME")
+    sub.add_argument("--kubeconfig", help="default: $KUBECONFIG, else in-cluster")
+    sub.add_argument("--config", type=Path, help="the engine's config (for its throughput model)")
+    sub.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    sub.set_defaults(command=run_explain)
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    namespace, _, name = args.job.rpartition("/")
+    if not namespace or not name:
+        raise UnknownJobError(f"expected NAMESPACE/NAME, got {args.job!r}")
+    kube = Kube(api_client(kubeconfig=args.kubeconfig))
+    try:
+        obj = kube.get(JOBS, namespace, name)
+    except NotFoundError:
+        raise UnknownJobError(f"pytorchjob {namespace}/{name} not found") from None
+    try:
+        hpa: dict[str, Any] | None = kube.get(HPAS, namespace, name)
+    except NotFoundError:
+        hpa = None
+    finally:
+        kube.close()
+    report = explain(obj, hpa=hpa, now=datetime.now(UTC), model=_model(args.config))
+    print(json.dumps(report, indent=2) if args.output == "json" else render(report))
+    return 0
+
+
+def _model(path: Path | None) -> ThroughputModel:
+    """The throughput model of the engine's policy, when its config says one."""
+    config = load_config(path)
+    plugin = find(config.policy.name)
+    model = getattr(plugin.config_model.model_validate(config.policy.config), "model", None)
+    return model if isinstance(model, ThroughputModel) else ThroughputModel()
+
+
+def render(report: dict[str, Any]) -> str:
+    lines = [f"Job:       {report['job']}", f"Owner:     {report['owner']}"]
+    if not report["elastic"]:
+        return "\n".join(lines)
+    lines[-1] += f" ({report['owner_explained']})"
+    return "\n".join([*lines, *_hpa_lines(report), *_job_lines(report), *_decision_lines(report)])
+
+
+def _hpa_lines(report: dict[str, Any]) -> list[str]:
+    hpa = report["hpa"]
+    if not hpa:
+        return []
+    return [
+        f"HPA:       {hpa['name']}: desired {hpa['desired_replicas']}",
+        *(f"           {condition}" for condition in hpa["conditions"]),
+    ]
+
+
+def _job_lines(report: dict[str, Any]) -> list[str]:
+    replicas, bounds, restarts = report["replicas"], report["bounds"], report["restarts"]
+    budget = _or(restarts["remaining"], "unlimited")
+    return [
+        f"Workers:   {replicas['spec']} wanted, {replicas['active']} active,"
+        f" bounds [{bounds['min']}, {bounds['max']}]",
+        f"Per pod:   {_resources(report['resources_per_replica'])}; weight {report['weight']:g}",
+        f"Rescales:  {restarts['rescales']} (restart budget left: {budget}),"
+        f" last {_or(report['last_rescale'], 'never')}",
+        "Throughput (samples/s by workers):",
+        *(
+            f"  {row['replicas']:>4}  {_or(row['samples_per_second'], '-', '{:.4g}'):>10}"
+            f"  {row['source']}"
+            for row in report["curve"]
+        ),
+    ]
+
+
+def _decision_lines(report: dict[str, Any]) -> list[str]:
+    lines = ["Decisions (newest first):"]
+    for record in report["decisions"]:
+        written = "written" if record["written"] else "not written"
+        objective = _or(record["objective"], "-", "{:.4g}")
+        lines.append(
+            f"  {record['time']} {record['policy']}: proposed {record['proposed']}"
+            f" -> {record['replicas']} ({record['reason']}, {written}, objective {objective})"
+        )
+        lines += [
+            f"    {step['name']:<10} {step['replicas']:>4}  {step['reason']}: {step['message']}"
+            for step in record["steps"]
+        ]
+    return lines if report["decisions"] else [*lines, "  none yet"]
+
+
+def _resources(resources: dict[str, float]) -> str:
+    return ", ".join(f"{name}={amount:g}" for name, amount in sorted(resources.items())) or "none"
+
+
+def _or(value: Any, default: str, pattern: str = "{}") -> str:
+    return default if value is None else pattern.format(value)

@@ -1,0 +1,115 @@
+"""`explain`: everything the engine knows and did about one job, as plain data (pure)."""
+
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from autoscaler.engine.jobs import managed_job
+from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.state import JobState
+from autoscaler.policies.contract import JobSnapshot
+from autoscaler.policies.speedup import job_curve
+from autoscaler.policies.throughput_model import ThroughputModel
+
+JSON = dict[str, Any]
+OWNERS = {
+    Owner.ENGINE: "the policy engine writes its worker count through /scale",
+    Owner.HPA: "its HorizontalPodAutoscaler (elasticPolicy.metrics): the engine never writes it",
+    Owner.OPTED_OUT: "nobody but its user: the opt-out annotation is set",
+}
+
+
+def explain(obj: JSON, *, hpa: JSON | None, now: datetime, model: ThroughputModel) -> JSON:
+    """The job's owner, bounds, throughput points and fitted curve, and its latest decisions."""
+    job = managed_job(obj)
+    if job is None:
+        return {"job": _name(obj), "elastic": False, "owner": "the operator only: not elastic"}
+    state = JobState.from_json(job.state)
+    return {
+        "job": _name(obj),
+        "elastic": True,
+        "owner": job.owner.value,
+        "owner_explained": OWNERS[job.owner],
+        "hpa": _hpa(hpa) if job.owner is Owner.HPA else None,
+        "replicas": {"spec": job.replicas, "active": job.active},
+        "bounds": {"min": job.min_replicas, "max": job.max_replicas},
+        "resources_per_replica": dict(job.resources_per_replica),
+        "weight": job.weight,
+        "restarts": _restarts(job, state),
+        "last_rescale": state.last_rescale.isoformat() if state.last_rescale else None,
+        "throughput": _points(state, now=now),
+        "curve": _curve(job, state, now=now, model=model),
+        "decisions": [record.model_dump(mode="json") for record in reversed(state.decisions)],
+    }
+
+
+def _name(obj: JSON) -> str:
+    metadata = obj.get("metadata") or {}
+    return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+
+
+def _hpa(hpa: JSON | None) -> JSON | None:
+    if hpa is None:
+        return None
+    status = hpa.get("status") or {}
+    return {
+        "name": hpa["metadata"]["name"],
+        "desired_replicas": status.get("desiredReplicas"),
+        "conditions": [
+            f"{cond.get('type')}={cond.get('status')} {cond.get('reason', '')}:"
+            f" {cond.get('message', '')}"
+            for cond in status.get("conditions") or []
+        ],
+    }
+
+
+def _restarts(job: ManagedJob, state: JobState) -> JSON:
+    budget = job.max_restarts
+    return {
+        "rescales": state.rescales,
+        "max_restarts": budget,
+        "remaining": None if budget is None else budget - state.rescales,
+    }
+
+
+def _points(state: JobState, *, now: datetime) -> list[JSON]:
+    return [
+        {
+            "replicas": count,
+            "samples_per_second": point.samples_per_second,
+            "age_seconds": round((now - point.observed_at).total_seconds(), 1),
+        }
+        for count, point in sorted(state.throughput.items())
+    ]
+
+
+def _curve(
+    job: ManagedJob, state: JobState, *, now: datetime, model: ThroughputModel
+) -> list[JSON]:
+    """T(n) over the job's range: observed, fitted, or not to be chosen yet (exploration bound)."""
+    view = JobSnapshot(
+        namespace=job.namespace,
+        name=job.name,
+        min_replicas=job.min_replicas,
+        max_replicas=job.max_replicas,
+        replicas=max(job.min_replicas, min(job.replicas, job.max_replicas)),
+        throughput={n: p.samples_per_second for n, p in state.throughput.items()},
+        throughput_age_seconds={
+            n: max(0.0, (now - p.observed_at).total_seconds()) for n, p in state.throughput.items()
+        },
+    )
+    curve = job_curve(view, model=model)
+    rows = []
+    for offset, value in enumerate(curve.throughput):
+        count = job.min_replicas + offset
+        source = "observed" if count in state.throughput else "fitted"
+        known = bool(np.isfinite(value))
+        rows.append(
+            {
+                "replicas": count,
+                "samples_per_second": float(value) if known else None,
+                "source": source if known else "unexplored",
+            }
+        )
+    return rows

@@ -1,0 +1,113 @@
+"""`explain` from API objects alone: owner, throughput points, curve and decisions."""
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from autoscaler.api import coordinates as c
+from autoscaler.cli.explain_command import render
+from autoscaler.engine.explain import explain
+from autoscaler.engine.state import DecisionRecord, JobState, Point, Step
+from autoscaler.policies.throughput_model import ThroughputModel
+
+NOW = datetime(2026, 11, 29, 12, tzinfo=UTC)
+
+
+def job_object(
+    *, metrics: bool = False, state: JobState | None = None, opt_out: bool = False
+) -> dict[str, Any]:
+    policy: dict[str, Any] = {"minReplicas": 1, "maxReplicas": 6, "maxRestarts": 10}
+    if metrics:
+        policy["metrics"] = [{"type": "Resource", "resource": {"name": "cpu"}}]
+    annotations = {c.ANNOTATION_STATE: state.to_json()} if state else {}
+    if opt_out:
+        annotations[c.ANNOTATION_OPT_OUT] = "true"
+    template = {
+        "spec": {
+            "containers": [{"name": "pytorch", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]
+        }
+    }
+    return {
+        "metadata": {
+            "namespace": "ns",
+            "name": "j",
+            "creationTimestamp": "2026-11-29T10:00:00Z",
+            "annotations": annotations,
+        },
+        "spec": {
+            "elasticPolicy": policy,
+            "pytorchReplicaSpecs": {"Worker": {"replicas": 3, "template": template}},
+        },
+        "status": {"replicaStatuses": {"Worker": {"active": 3}}},
+    }
+
+
+def state() -> JobState:
+    points = {
+        n: Point(samples_per_second=100.0 * n, observed_at=NOW - timedelta(minutes=n))
+        for n in (2, 3)
+    }
+    step = Step(name="policy", replicas=4, reason="OptimalAllocation", message="4 workers")
+    held = Step(name="stabilise", replicas=3, reason="ScaleDownStabilized", message="window")
+    record = DecisionRecord(
+        time=NOW, policy="global-optimizer", proposed=4, replicas=3, reason="ScaleDownStabilized",
+        message="window", steps=[step, held], objective=3.5,
+    )  # fmt: skip
+    return JobState(replicas=3, throughput=points, rescales=2, last_rescale=NOW, decisions=[record])
+
+
+def test_engine_owned_job_shows_points_curve_and_every_step() -> None:
+    report = explain(job_object(state=state()), hpa=None, now=NOW, model=ThroughputModel())
+    assert report["owner"] == "engine"
+    assert report["restarts"] == {"rescales": 2, "max_restarts": 10, "remaining": 8}
+    assert [p["replicas"] for p in report["throughput"]] == [2, 3]
+    sources = {row["replicas"]: row["source"] for row in report["curve"]}
+    assert sources == {
+        1: "fitted",
+        2: "observed",
+        3: "observed",
+        4: "fitted",
+        5: "unexplored",
+        6: "unexplored",
+    }
+    assert [s["reason"] for s in report["decisions"][0]["steps"]] == [
+        "OptimalAllocation",
+        "ScaleDownStabilized",
+    ]
+    text = render(report)
+    assert "Owner:     engine" in text
+    assert "stabilise     3  ScaleDownStabilized: window" in text
+    assert "restart budget left: 8" in text
+
+
+def test_hpa_owned_job_names_its_hpa_and_conditions() -> None:
+    hpa = {
+        "metadata": {"name": "j"},
+        "status": {
+            "desiredReplicas": 4,
+            "conditions": [
+                {
+                    "type": "ScalingLimited",
+                    "status": "True",
+                    "reason": "TooManyReplicas",
+                    "message": "m",
+                }
+            ],
+        },
+    }
+    report = explain(job_object(metrics=True), hpa=hpa, now=NOW, model=ThroughputModel())
+    assert report["owner"] == "hpa"
+    assert "never writes it" in report["owner_explained"]
+    assert report["hpa"]["conditions"] == ["ScalingLimited=True TooManyReplicas: m"]
+    assert "none yet" in render(report)
+
+
+def test_opted_out_and_non_elastic_jobs() -> None:
+    assert (
+        explain(job_object(opt_out=True), hpa=None, now=NOW, model=ThroughputModel())["owner"]
+        == "opted-out"
+    )
+    plain = job_object()
+    del plain["spec"]["elasticPolicy"]
+    report = explain(plain, hpa=None, now=NOW, model=ThroughputModel())
+    assert report["elastic"] is False
+    assert "not elastic" in render(report)
