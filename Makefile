@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-unit bench-operator lint format crd openapi testenv system-deps clean
+.PHONY: help demo test test-unit bench-operator lint format docs crd openapi testenv system-deps clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -47,6 +47,9 @@ lint: $(STAMP) ## ruff, mypy and the import contracts
 format: $(STAMP) ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+docs: $(STAMP) ## regenerate docs/configuration.md and docs/snapshot.schema.json from the models
+	$(BIN)/python -m autoscaler.cli.reference docs
 
 crd: $(STAMP) ## regenerate deploy/crds from the models
 	$(BIN)/autoscaler manifests crd > deploy/crds/kubeflow.org_pytorchjobs.yaml

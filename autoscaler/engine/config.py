@@ -14,6 +14,8 @@ class Strict(BaseModel):
 
 
 class PolicySelection(Strict):
+    """Which policy decides, and its configuration."""
+
     name: str = Field(
         default=DEFAULT_POLICY, description="an installed policy, or a path to a .py file"
     )
@@ -24,15 +26,17 @@ class PolicySelection(Strict):
 
 
 class PrometheusSource(Strict):
-    url: str = "http://localhost:9090"
+    """Where training throughput is read (see autoscaler.training for the reporting side)."""
+
+    url: str = Field(default="http://localhost:9090", description="Prometheus' HTTP API base URL")
     query: str | None = Field(
         default=None,
         description="PromQL with {namespace}, {name} (escaped) and {window}; None = default",
     )
     window: str = Field(default="2m", description="the template's {window}")
-    timeout_seconds: PositiveFloat = 5.0
-    bearer_token_file: Path | None = None
-    verify_tls: bool = True
+    timeout_seconds: PositiveFloat = Field(default=5.0, description="per query; a round waits once")
+    bearer_token_file: Path | None = Field(default=None, description="re-read every round")
+    verify_tls: bool = Field(default=True, description="CA bundle: $REQUESTS_CA_BUNDLE")
 
 
 class SettleConfig(Strict):
@@ -52,14 +56,20 @@ class SettleConfig(Strict):
         default=120.0, description="scale down only to the highest recommendation of this window"
     )
     scale_up_max_pods: PositiveInt = Field(
-        default=4, description="with the percent: the larger wins"
+        default=4, description="most workers added per decision (or the percent, if larger)"
     )
-    scale_up_max_percent: PositiveFloat = 100.0
-    scale_down_max_percent: PositiveFloat = Field(default=50.0, le=100.0)
+    scale_up_max_percent: PositiveFloat = Field(
+        default=100.0, description="most workers added per decision, as % of the current count"
+    )
+    scale_down_max_percent: PositiveFloat = Field(
+        default=50.0, le=100.0, description="most workers removed per decision, as % (at least 1)"
+    )
 
 
 class EngineConfig(Strict):
-    interval_seconds: PositiveFloat = 30.0
+    """`autoscaler engine --config FILE`."""
+
+    interval_seconds: PositiveFloat = Field(default=30.0, description="time between rounds")
     namespaces: list[str] = Field(
         default_factory=list, description="size only the jobs of these namespaces; empty = all"
     )

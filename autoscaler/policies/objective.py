@@ -19,9 +19,13 @@ Floats = npt.NDArray[np.float64]
 
 
 class Objective(BaseModel):
+    """The cluster objective over speedups s = T(n) / T(min) with job weights w."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["throughput", "proportional", "power-mean"] = "throughput"
+    kind: Literal["throughput", "proportional", "power-mean"] = Field(
+        default="throughput", description="Σ w·s, Σ w·log s, or the power mean of exponent p"
+    )
     exponent: float = Field(default=-1.0, description="p of the power mean (kind power-mean only)")
 
     @property

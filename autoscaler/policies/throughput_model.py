@@ -23,6 +23,8 @@ Floats = npt.NDArray[np.float64]
 
 
 class ThroughputModel(BaseModel):
+    """How a job's throughput curve is fitted from its observations."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     half_life_seconds: PositiveFloat = Field(

@@ -1,0 +1,113 @@
+"""Reference docs generated from the models: the snapshot's JSON schema and the configuration.
+
+`make docs` writes them; a test checks the checked-in files are current.
+"""
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from autoscaler.engine.config import EngineConfig
+from autoscaler.policies.contract import Snapshot
+from autoscaler.policies.registry import installed, load_entry
+
+JSON = dict[str, Any]
+
+
+def snapshot_schema() -> str:
+    schema = Snapshot.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "Snapshot: what a policy sees"
+    return json.dumps(schema, indent=2) + "\n"
+
+
+def configuration() -> str:
+    """Markdown tables of the engine's config file and of every built-in policy's config."""
+    parts = [
+        "# Configuration reference\n",
+        "Generated from the pydantic models by `make docs`; do not edit by hand. Unknown keys are"
+        " errors everywhere.\n",
+        "## Engine (`autoscaler engine --config FILE`)\n",
+        *_model_tables(EngineConfig),
+        "## Policies (`policy.config` of the engine, `autoscaler decide --config`)\n",
+    ]
+    for name, entry in sorted(installed().items()):
+        if entry.value.startswith("autoscaler."):  # built-ins; plug-ins document themselves
+            plugin = load_entry(entry)
+            parts += [
+                f"### `{name}`\n",
+                f"{plugin.summary}.\n",
+                *_model_tables(plugin.config_model),
+            ]
+    return "\n".join(parts)
+
+
+def _model_tables(model: type[BaseModel]) -> list[str]:
+    schema = model.model_json_schema()
+    definitions = schema.get("$defs", {})
+    tables = [_table(schema, definitions=definitions, title=None)]
+    for name, definition in sorted(definitions.items()):
+        if definition.get("type") == "object":
+            tables.append(_table(definition, definitions=definitions, title=name))
+    return tables
+
+
+def _table(schema: JSON, *, definitions: JSON, title: str | None) -> str:
+    rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    required = set(schema.get("required", []))
+    for key, field in schema.get("properties", {}).items():
+        default = _default(field, required=key in required)
+        meaning = field.get("description") or definitions.get(_ref(field), {}).get(
+            "description", ""
+        )
+        rows.append(f"| `{key}` | {_type(field)} | {default} | {' '.join(meaning.split())} |")
+    heading = f"#### `{title}`\n\n" if title else ""
+    return heading + "\n".join(rows) + "\n"
+
+
+def _default(field: JSON, *, required: bool) -> str:
+    if required:
+        return "required"
+    if "default" not in field:
+        return "empty"
+    if _ref(field):  # a nested section: its own table follows
+        return "see below"
+    return f"`{json.dumps(field['default'])}`"
+
+
+def _ref(field: JSON) -> str:
+    reference = field.get("$ref") or next(
+        (part["$ref"] for part in field.get("anyOf", []) if "$ref" in part), ""
+    )
+    return str(reference).rsplit("/", 1)[-1]
+
+
+def _type(field: JSON | bool) -> str:
+    if isinstance(field, bool):
+        return "any"
+    if "$ref" in field:
+        return f"`{_ref(field)}`"
+    if "anyOf" in field:
+        return " or ".join(_type(part) for part in field["anyOf"])
+    if "enum" in field:
+        return " \\| ".join(f"`{value}`" for value in field["enum"])
+    if "const" in field:
+        return f"`{field['const']}`"
+    kind = field.get("type", "any")
+    if kind == "array":
+        return f"list of {_type(field.get('items', {}))}"
+    if kind == "object" and "additionalProperties" in field:
+        return f"map to {_type(field['additionalProperties'])}"
+    return str(kind)
+
+
+def write(directory: Path) -> None:
+    (directory / "snapshot.schema.json").write_text(snapshot_schema())
+    (directory / "configuration.md").write_text(configuration())
+
+
+if __name__ == "__main__":
+    write(Path(sys.argv[1] if len(sys.argv) > 1 else "docs"))
