@@ -86,16 +86,18 @@ def _ref(field: JSON) -> str:
 
 
 def _type(field: JSON | bool) -> str:
-    if isinstance(field, bool):
+    if isinstance(field, bool) or not field:
         return "any"
     if "$ref" in field:
         return f"`{_ref(field)}`"
     if "anyOf" in field:
         return " or ".join(_type(part) for part in field["anyOf"])
-    if "enum" in field:
-        return " \\| ".join(f"`{value}`" for value in field["enum"])
-    if "const" in field:
-        return f"`{field['const']}`"
+    if "enum" in field or "const" in field:
+        return " \\| ".join(f"`{value}`" for value in field.get("enum", [field.get("const")]))
+    return _container(field)
+
+
+def _container(field: JSON) -> str:
     kind = field.get("type", "any")
     if kind == "array":
         return f"list of {_type(field.get('items', {}))}"

@@ -22,6 +22,7 @@ from autoscaler.policies.solver_core import fix, search_core, threshold
 from autoscaler.policies.solver_lp import (
     Floats,
     Ints,
+    continue_greedy,
     effective_capacity,
     fill,
     lightest,
@@ -54,7 +55,7 @@ class Allocation:
         return self.gap <= EXACT_GAP
 
 
-class InsufficientCapacity(ValueError):
+class InsufficientCapacity(ValueError):  # noqa: N818 - the public name callers catch
     """Even the cheapest allowed count of every job does not fit in the capacity."""
 
 
@@ -134,7 +135,8 @@ def solve_allocation(
     )
     problem = dataclasses.replace(problem, capacity=capacity)
     lp = relax(profit, problem.weight, capacity=capacity, tol=problem.tol)
-    pos = fill(profit, problem.weight, lp.pos, capacity=capacity, tol=problem.tol)
+    pos = continue_greedy(lp.later, problem.weight, lp.pos, capacity=capacity, tol=problem.tol)
+    pos = fill(profit, problem.weight, pos, capacity=capacity, tol=problem.tol)
     value = problem.value(pos)
     if lp.integral or lp.bound <= threshold(value, max_gap) + problem.ptol:
         upper = value if max_gap == 0 else lp.bound

@@ -103,6 +103,9 @@ class _Search:
     choices: list[Ints] = field(default_factory=list)
 
     def run(self) -> CoreResult:
+        # Every job fixed: their items together are the one candidate.
+        if not len(self.profit) and self.capacity >= -self.tol and self.base > self.best:
+            self.best, self.best_pos = self.base, np.zeros(0, dtype=np.int64)
         rest = _Rest(self.profit, self.weight, self.tol)
         sw, sp = np.zeros(1), np.zeros(1)
         for t in range(len(self.profit)):
@@ -112,7 +115,7 @@ class _Search:
             par = np.repeat(np.arange(len(sw)), len(cols))
             ch = np.tile(cols, len(sw))
             upper, lower, whole = rest.bounds(t, self.capacity - w)
-            self._improve(t, rest, p + lower, par, ch, whole)
+            self._improve(t, rest, value=p + lower, par=par, ch=ch, whole=whole)
             keep = self.base + p + upper > self.floor_of(self.best)
             if keep.sum() > self.max_states:
                 return self._give_up(float(np.max(self.base + p[keep] + upper[keep])))
@@ -122,8 +125,9 @@ class _Search:
         return CoreResult(self.best, self.best_pos, self.floor_of(self.best))
 
     def _improve(
-        self, t: int, rest: _Rest, value: Floats, par: Ints, ch: Ints, whole: Ints
+        self, t: int, rest: _Rest, *, value: Floats, par: Ints, ch: Ints, whole: Ints
     ) -> None:
+        """Adopt the best feasible completion of this stage's states if it beats the best."""
         i = int(np.argmax(value))
         if not self.base + value[i] > self.best:
             return

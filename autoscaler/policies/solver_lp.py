@@ -50,7 +50,8 @@ def undominated(profit: Floats, sizes: Floats) -> Floats:
 
 def lightest(profit: Floats) -> Ints:
     """Column of each row's first finite item (rows must have one)."""
-    return np.argmax(np.isfinite(profit), axis=1).astype(np.int64)
+    first: Ints = np.argmax(np.isfinite(profit), axis=1).astype(np.int64)
+    return first
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,11 @@ class Segments:
     @property
     def slope(self) -> Floats:
         return self.dp / self.dw
+
+    def pick(self, index: Ints) -> "Segments":
+        return Segments(
+            self.job[index], self.src[index], self.dst[index], self.dw[index], self.dp[index]
+        )
 
     def by_slope(self) -> Ints:
         """Order of decreasing slope; ties by job, then by position along the job's envelope."""
@@ -117,6 +123,7 @@ class Relaxation:
     bound: float  # L(lam): the LP optimum up to rounding, an upper bound on the integer optimum
     pos: Ints  # each job at the envelope vertex the LP reaches in full (a feasible solution)
     integral: bool  # no job is fractional: `pos` is optimal
+    later: Segments  # the segments the LP does not take, by decreasing slope
 
 
 def relax(profit: Floats, weight: Floats, *, capacity: float, tol: float) -> Relaxation:
@@ -129,12 +136,33 @@ def relax(profit: Floats, weight: Floats, *, capacity: float, tol: float) -> Rel
     filled = np.cumsum(seg.dw[order])
     taken = int(np.searchsorted(filled, room + tol, side="right"))
     np.maximum.at(pos, seg.job[order[:taken]], seg.dst[order[:taken]])
+    later = seg.pick(order[taken:])
     if taken == len(order):
         value = float(profit[rows, pos].sum())
-        return Relaxation(lam=0.0, bound=value, pos=pos, integral=True)
+        return Relaxation(lam=0.0, bound=value, pos=pos, integral=True, later=later)
     lam = float(seg.slope[order[taken]])
     bound = lagrangian_bound(profit, weight, lam=lam, capacity=capacity)
-    return Relaxation(lam=lam, bound=bound, pos=pos, integral=False)
+    return Relaxation(lam=lam, bound=bound, pos=pos, integral=False, later=later)
+
+
+def continue_greedy(
+    later: Segments, weight: Floats, pos: Ints, *, capacity: float, tol: float
+) -> Ints:
+    """Go on down the slope order past the LP's break, taking every segment that still fits and
+    starts where its job stands: the classic MCKP greedy, which fills most of the LP's leftover
+    (and all of it when many jobs share the break slope, as identical curves do)."""
+    pos = pos.copy()
+    room = capacity - float(weight[np.arange(len(pos)), pos].sum())
+    fits = np.flatnonzero(later.dw <= room + tol)
+    smallest = float(later.dw[fits].min()) if fits.size else 0.0
+    jobs, srcs, dsts = later.job[fits].tolist(), later.src[fits].tolist(), later.dst[fits].tolist()
+    for j, src, dst, dw in zip(jobs, srcs, dsts, later.dw[fits].tolist(), strict=True):
+        if room + tol < smallest:
+            break
+        if pos[j] == src and dw <= room + tol:
+            pos[j] = dst
+            room -= dw
+    return pos
 
 
 def fill(profit: Floats, weight: Floats, pos: Ints, *, capacity: float, tol: float) -> Ints:

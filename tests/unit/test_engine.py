@@ -1,91 +1,27 @@
 """The decision round against an in-memory cluster: what is written, held, announced and logged."""
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from autoscaler.engine.config import EngineConfig, PolicySelection, SettleConfig
 from autoscaler.engine.engine import Engine
-from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
+from autoscaler.engine.ports import ManagedJob, Owner
 from autoscaler.engine.state import JobState
 from autoscaler.observability.decision_log import DecisionLog, read_decision_log
 from autoscaler.observability.engine_metrics import engine_metrics
 from autoscaler.policies.contract import Decision, Snapshot
 from autoscaler.policies.global_optimizer import GlobalOptimizer, GlobalOptimizerConfig
+from tests.support.memory_cluster import GPU, START, CurveThroughput, MemoryCluster, make_job
 
-START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-GPU = "nvidia.com/gpu"
 CONFIG = EngineConfig(
     interval_seconds=30,
     settle=SettleConfig(settle_seconds=0, cooldown_seconds=0, scale_down_stabilization_seconds=0),
     policy=PolicySelection(timeout_seconds=0.2),
 )
-
-
-@dataclass
-class MemoryCluster:
-    """Jobs whose pods start at once; records every write, state and Event."""
-
-    jobs_: dict[JobKey, ManagedJob]
-    gpus: float = 16.0
-    writes: list[tuple[str, int]] = field(default_factory=list)
-    events: list[tuple[str, str, bool]] = field(default_factory=list)
-    states: dict[JobKey, str] = field(default_factory=dict)
-    fail_writes: bool = False
-
-    def jobs(self) -> Sequence[ManagedJob]:
-        return [replace(job, state=self.states.get(key, "")) for key, job in self.jobs_.items()]
-
-    def capacity(self) -> Mapping[str, float]:
-        return {GPU: self.gpus}
-
-    def scale(self, job: ManagedJob, *, replicas: int) -> ScaleResult:
-        if self.fail_writes:
-            return ScaleResult(written=False, replicas=job.replicas, error="HTTP 500: boom")
-        self.writes.append((job.name, replicas))
-        self.jobs_[job.key] = replace(job, replicas=replicas, active=replicas)
-        return ScaleResult(written=True, replicas=replicas)
-
-    def save_state(self, job: ManagedJob, *, state: str) -> None:
-        self.states[job.key] = state
-
-    def event(self, job: ManagedJob, *, reason: str, message: str, warning: bool = False) -> None:
-        self.events.append((job.name, reason, warning))
-
-
-@dataclass
-class CurveThroughput:
-    """Each job's samples/s at its current count, from a curve per job."""
-
-    cluster: MemoryCluster
-    curves: dict[str, Callable[[int], float]]
-    broken: bool = False
-
-    def read(self, jobs: Sequence[ManagedJob], *, now: datetime) -> Mapping[JobKey, float | None]:
-        if self.broken:
-            raise ConnectionError("prometheus is down")
-        return {job.key: self.curves[job.name](job.replicas) for job in jobs}
-
-
-def make_job(
-    name: str, *, replicas: int = 2, owner: Owner = Owner.ENGINE, **changes: object
-) -> ManagedJob:
-    return ManagedJob(
-        namespace="ns",
-        name=name,
-        min_replicas=1,
-        max_replicas=8,
-        replicas=replicas,
-        active=replicas,
-        owner=owner,
-        created=START - timedelta(hours=1),
-        resources_per_replica={GPU: 2.0},
-        **changes,  # type: ignore[arg-type]
-    )
 
 
 def linear(n: int) -> float:
