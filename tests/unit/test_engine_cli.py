@@ -1,0 +1,100 @@
+"""`autoscaler decide`, `policies` and `engine`'s configuration: output shape and bad input."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autoscaler.policies.contract import JobSnapshot, Snapshot
+from tests.unit.test_cli import run
+
+SNAPSHOT = Snapshot(
+    capacity={"nvidia.com/gpu": 8},
+    jobs=[
+        JobSnapshot(
+            namespace="a", name="linear", min_replicas=1, max_replicas=8, replicas=2,
+            resources_per_replica={"nvidia.com/gpu": 1}, throughput={n: 100.0 * n for n in range(1, 9)},
+        ),
+        JobSnapshot(
+            namespace="a", name="flat", min_replicas=1, max_replicas=8, replicas=4,
+            resources_per_replica={"nvidia.com/gpu": 1}, throughput={n: 100.0 + n for n in range(1, 9)},
+        ),
+    ],
+)  # fmt: skip
+
+
+@pytest.fixture
+def snapshot_file(tmp_path: Path) -> Path:
+    path = tmp_path / "snapshot.json"
+    path.write_text(SNAPSHOT.model_dump_json())
+    return path
+
+
+def test_decide_prints_policy_objective_and_decisions(snapshot_file: Path) -> None:
+    result = run("decide", "--snapshot", str(snapshot_file))
+    assert result.returncode == 0, result.stderr
+    output = json.loads(result.stdout)
+    assert set(output) == {"policy", "objective", "solve_seconds", "decisions"}
+    assert output["policy"] == "global-optimizer"
+    counts = {d["name"]: d["replicas"] for d in output["decisions"]}
+    assert counts == {"linear": 7, "flat": 1}
+    assert output["objective"] == pytest.approx(7 + 1)  # Σ speedups over each job's minimum
+    assert set(output["decisions"][0]) == {"namespace", "name", "replicas", "reason", "message"}
+
+
+def test_decide_with_a_policy_config(snapshot_file: Path, tmp_path: Path) -> None:
+    config = tmp_path / "pollux.yaml"
+    config.write_text("objective: {kind: power-mean, exponent: -1}\n")
+    result = run("decide", "--snapshot", str(snapshot_file), "--config", str(config))
+    assert result.returncode == 0, result.stderr
+    output = json.loads(result.stdout)
+    counts = {d["name"]: d["replicas"] for d in output["decisions"]}
+    expected = sum(
+        1 / (SNAPSHOT.jobs[i].throughput[n] / SNAPSHOT.jobs[i].throughput[1])
+        for i, n in enumerate(counts.values())
+    )
+    assert output["objective"] == pytest.approx(expected)  # Σ s^p with p = -1, minimised
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--policy", "nope"], "error: unknown policy 'nope'; installed: "),
+        (["--config", "CONFIG"], "error: objektive: Extra inputs are not permitted"),
+        (["--snapshot", "BROKEN"], "error: "),
+    ],
+)
+def test_decide_bad_input_exits_2_with_one_line(
+    snapshot_file: Path, tmp_path: Path, args: list[str], message: str
+) -> None:
+    (tmp_path / "config.yaml").write_text("objektive: {}\n")
+    (tmp_path / "broken.json").write_text('{"jobs": [{"name": "x"}]}')
+    replaced = [
+        {"CONFIG": str(tmp_path / "config.yaml"), "BROKEN": str(tmp_path / "broken.json")}.get(a, a)
+        for a in args
+    ]
+    result = run("decide", "--snapshot", str(snapshot_file), *replaced)
+    assert result.returncode == 2
+    assert result.stderr.startswith(message)
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_policies_lists_every_built_in_with_its_schema() -> None:
+    result = run("policies", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    listing = {item["name"]: item for item in json.loads(result.stdout)}
+    assert {"global-optimizer", "optimus-greedy", "static", "equal-share", "hpa-like"} <= set(
+        listing
+    )
+    schema = listing["global-optimizer"]["config_schema"]
+    assert schema["additionalProperties"] is False
+    assert "objective" in schema["properties"]
+
+
+def test_engine_rejects_a_bad_config_before_touching_a_cluster(tmp_path: Path) -> None:
+    config = tmp_path / "engine.yaml"
+    config.write_text("interval_seconds: 30\nsettle: {cooldown: 5}\n")
+    result = run("engine", "--config", str(config), "--kubeconfig", str(tmp_path / "absent"))
+    assert result.returncode == 2
+    assert result.stderr == "error: settle.cooldown: Extra inputs are not permitted\n"
