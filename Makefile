@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-unit bench-operator lint format docs crd openapi testenv system-deps clean
+.PHONY: help demo test test-unit bench-operator bench-optimizer lint format docs crd openapi testenv system-deps clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -37,6 +37,9 @@ test-unit: $(STAMP) ## only the tests that need no servers
 
 bench-operator: $(STAMP) system-deps testenv ## benchmark the operator: 500 jobs x 8 workers vs raw creates
 	$(BIN)/python -m benchmarks.bench_operator
+
+bench-optimizer: $(STAMP) ## benchmark the allocation solver against scipy's MILP
+	$(BIN)/python -m benchmarks.bench_optimizer
 
 lint: $(STAMP) ## ruff, mypy and the import contracts
 	$(BIN)/ruff check .
