@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-unit bench-operator bench-optimizer lint format docs crd openapi testenv system-deps clean
+.PHONY: help demo test test-unit bench-operator bench-optimizer bench-sim lint format docs crd dashboards openapi testenv system-deps clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -17,8 +17,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test,dev]'
 	touch $@
 
-demo: $(STAMP) ## run the main job on the embedded default (no cluster needed)
-	$(BIN)/autoscaler demo
+demo: $(STAMP) ## compare the policies on the embedded default (no cluster needed)
+	$(BIN)/autoscaler simulate
 
 system-deps: ## install the Debian packages the tests need (Prometheus), if missing
 	@command -v prometheus >/dev/null || { \
@@ -41,6 +41,9 @@ bench-operator: $(STAMP) system-deps testenv ## benchmark the operator: 500 jobs
 bench-optimizer: $(STAMP) ## benchmark the allocation solver against scipy's MILP
 	$(BIN)/python -m benchmarks.bench_optimizer
 
+bench-sim: $(STAMP) ## the policies end to end on Pollux's and ITP traces, against the issue's targets
+	$(BIN)/python -m benchmarks.bench_sim
+
 lint: $(STAMP) ## ruff, mypy and the import contracts
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -56,6 +59,9 @@ docs: $(STAMP) ## regenerate docs/configuration.md and docs/snapshot.schema.json
 
 crd: $(STAMP) ## regenerate deploy/crds from the models
 	$(BIN)/autoscaler manifests crd > deploy/crds/kubeflow.org_pytorchjobs.yaml
+
+dashboards: $(STAMP) ## regenerate deploy/grafana from code
+	$(BIN)/python -m autoscaler.observability.dashboards deploy/grafana
 
 openapi: $(STAMP) testenv ## refresh the Kubernetes types snapshot from the pinned kube-apiserver
 	$(BIN)/python -m tests.support.openapi autoscaler/api/openapi/k8s-types.json

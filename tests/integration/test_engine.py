@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 from kubernetes import client
 
 from autoscaler.api import coordinates as c
@@ -23,8 +22,9 @@ from autoscaler.observability.decision_log import read_decision_log
 from autoscaler.policies.solver import solve_allocation
 from tests.integration.test_operator import Cluster, elastic_job
 from tests.support.controlplane import ControlPlane
+from tests.support.engine_process import engine_config, engine_process
 from tests.support.polling import wait_for
-from tests.support.processes import free_port, http_get, log_tail, start_process, stop_process
+from tests.support.processes import http_get, log_tail
 from tests.support.prometheus import PrometheusServer
 from tests.support.training import Kubelet, Trainer, remove_jobs_and_pods
 
@@ -64,39 +64,24 @@ def optimum() -> dict[str, int]:
 
 
 @pytest.fixture
-def engine_process(
+def engine(
     control_plane: ControlPlane, prometheus: PrometheusServer, namespace: str, tmp_path: Path
 ) -> Iterator[tuple[Path, Path, int]]:
     decisions = tmp_path / "decisions.jsonl"
-    config = {
-        "interval_seconds": INTERVAL,
-        "namespaces": [namespace],
-        "policy": {"name": "global-optimizer", "config": {}},
-        "prometheus": {"url": prometheus.url, "window": "2s", "timeout_seconds": 2},
-        "settle": {
-            "settle_seconds": 4,
-            "cooldown_seconds": 4,
-            "scale_down_stabilization_seconds": 2,
-            "stale_after_seconds": 600,
-        },
-        "capacity": {GPU: GPUS},
-        "decision_log": str(decisions),
-    }
-    path = tmp_path / "engine.yaml"
-    path.write_text(yaml.safe_dump(config))
-    port, log = free_port(), tmp_path / "engine.log"
-    argv = [
-        sys.executable, "-m", "autoscaler", "engine", "--config", str(path),
-        "--kubeconfig", str(control_plane.kubeconfig_path), "--metrics-address", f"127.0.0.1:{port}",
-        "--lease-namespace", namespace, "--lease-duration", "3", "--renew-deadline", "2",
-        "--retry-period", "0.2",
-    ]  # fmt: skip
-    proc = start_process(argv, log_path=log)
-    try:
-        yield decisions, log, port
-    finally:
-        code = stop_process(proc)
-        assert code == 0, log_tail(log)
+    config = engine_config(
+        namespace=namespace,
+        prometheus_url=prometheus.url,
+        capacity={GPU: GPUS},
+        interval=INTERVAL,
+        decision_log=decisions,
+    )
+    with engine_process(
+        config,
+        kubeconfig=control_plane.kubeconfig_path,
+        lease_namespace=namespace,
+        workdir=tmp_path,
+    ) as process:
+        yield decisions, process.log, process.port
 
 
 @pytest.fixture
@@ -122,9 +107,9 @@ def test_engine_converges_to_the_optimum_and_stays_put(
     cluster: Cluster,
     kube_api: client.ApiClient,
     prometheus: PrometheusServer,
-    engine_process: tuple[Path, Path, int],
+    engine: tuple[Path, Path, int],
 ) -> None:
-    decisions, log, port = engine_process
+    decisions, log, port = engine
     expected = optimum()
     assert expected == {"linear": 6, "sublinear": 1, "flat": 1}
     with ExitStack() as stack:

@@ -1,0 +1,120 @@
+"""`autoscaler engine` and `autoscaler operator` as real processes, tuned for tests: rounds and
+lease timings of seconds, /metrics on a free loopback port, logs in the test's directory."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.support.polling import wait_for
+from tests.support.processes import free_port, http_get, log_tail, start_process, stop_process
+
+# Leader election fast enough that a test never waits for a lease.
+LEASE_FLAGS = ("--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.2")
+
+
+@dataclass
+class ServiceProcess:
+    """A started `autoscaler engine` or `autoscaler operator`."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    log: Path
+
+    @property
+    def target(self) -> str:
+        """Its /metrics as a Prometheus target (also the series' `instance` label)."""
+        return f"127.0.0.1:{self.port}"
+
+    def get(self, path: str) -> tuple[int, str]:
+        return http_get(f"http://{self.target}{path}")
+
+    def serves(self) -> bool:
+        try:
+            return self.get("/healthz")[0] == 200
+        except OSError:
+            assert self.proc.poll() is None, log_tail(self.log)
+            return False
+
+
+def engine_config(
+    *,
+    namespace: str,
+    prometheus_url: str,
+    capacity: dict[str, float],
+    interval: float = 1.0,
+    decision_log: Path | None = None,
+    policy: str = "global-optimizer",
+) -> dict[str, Any]:
+    """An engine sizing one namespace's jobs every `interval` s, with settle times of seconds."""
+    config: dict[str, Any] = {
+        "interval_seconds": interval,
+        "namespaces": [namespace],
+        "policy": {"name": policy, "config": {}},
+        "prometheus": {"url": prometheus_url, "window": "2s", "timeout_seconds": 2},
+        "settle": {
+            "settle_seconds": 4,
+            "cooldown_seconds": 4,
+            "scale_down_stabilization_seconds": 2,
+            "stale_after_seconds": 600,
+        },
+        "capacity": capacity,
+    }
+    if decision_log is not None:
+        config["decision_log"] = str(decision_log)
+    return config
+
+
+@contextmanager
+def engine_process(
+    config: dict[str, Any], *, kubeconfig: Path, lease_namespace: str, workdir: Path
+) -> Iterator[ServiceProcess]:
+    """The engine with `config`, its lease in `lease_namespace`, serving /healthz; it must exit 0
+    on SIGTERM."""
+    path = workdir / "engine.yaml"
+    path.write_text(yaml.safe_dump(config))
+    port, log = free_port(), workdir / "engine.log"
+    argv = [
+        sys.executable, "-m", "autoscaler", "engine", "--config", str(path),
+        "--kubeconfig", str(kubeconfig), "--metrics-address", f"127.0.0.1:{port}",
+        "--lease-namespace", lease_namespace, *LEASE_FLAGS,
+    ]  # fmt: skip
+    with _stopped_at_exit(ServiceProcess(start_process(argv, log_path=log), port, log)) as engine:
+        wait_for(engine.serves, what="the engine to serve /healthz")
+        yield engine
+
+
+@contextmanager
+def operator_process(
+    *, kubeconfig: Path, lease_namespace: str, workdir: Path, identity: str = "operator"
+) -> Iterator[ServiceProcess]:
+    """The operator (resync every 2 s), its lease in `lease_namespace`, serving /healthz."""
+    port, log = free_port(), workdir / f"{identity}.log"
+    argv = [
+        sys.executable, "-m", "autoscaler", "operator",
+        "--kubeconfig", str(kubeconfig), "--metrics-address", f"127.0.0.1:{port}",
+        "--identity", identity, "--lease-namespace", lease_namespace, *LEASE_FLAGS,
+        "--resync-seconds", "2",
+    ]  # fmt: skip
+    with _stopped_at_exit(ServiceProcess(start_process(argv, log_path=log), port, log)) as operator:
+        wait_for(operator.serves, what=f"{identity} to serve /healthz")
+        yield operator
+
+
+@contextmanager
+def _stopped_at_exit(process: ServiceProcess) -> Iterator[ServiceProcess]:
+    """SIGTERM at exit; a clean exit is asserted only when nothing else failed first."""
+    try:
+        yield process
+    except BaseException:
+        stop_process(process.proc)
+        raise
+    code = stop_process(process.proc)
+    assert code == 0, log_tail(process.log)
