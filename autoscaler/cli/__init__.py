@@ -19,6 +19,7 @@ from autoscaler.api.validation import validate
 from autoscaler.cli.engine_command import add_engine_commands
 from autoscaler.cli.explain_command import UnknownJobError, add_explain_command
 from autoscaler.cli.operator_command import add_operator_command
+from autoscaler.cli.simulate_command import add_simulate_command
 from autoscaler.controller.builders import desired_objects
 from autoscaler.policies.registry import PolicyError
 
@@ -58,6 +59,7 @@ def parser() -> argparse.ArgumentParser:
     add_operator_command(commands)
     add_engine_commands(commands)
     add_explain_command(commands)
+    add_simulate_command(commands)
     demo = commands.add_parser("demo", help="render the bundled example job")
     demo.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
     demo.set_defaults(command=run_demo)

@@ -72,7 +72,7 @@ class GlobalOptimizer:
                 capacity=self._capacity(snapshot, sizes=sizes),
             )
         except InsufficientCapacity as error:
-            return [_keep(job, "InsufficientCapacity", str(error)) for job in snapshot.jobs]
+            return _smallest(snapshot.jobs, values=values, why=str(error))
         return [
             self._decision(job, curve, count=int(count), allocation=allocation)
             for job, curve, count in zip(snapshot.jobs, curves, allocation.counts, strict=True)
@@ -117,6 +117,17 @@ class GlobalOptimizer:
             f" ({self.config.objective.kind} objective{gap})"
         )
         return Decision(job.namespace, job.name, count, self.reason, message)
+
+
+def _smallest(jobs: Sequence[JobSnapshot], *, values: Sequence[Floats], why: str) -> list[Decision]:
+    """Overloaded (held jobs and minimums exceed the capacity): every job at its smallest allowed
+    count, so the pods still waiting can start; held jobs keep theirs."""
+    message = f"{why}: every job at its smallest count until the waiting pods fit"
+    return [
+        Decision(job.namespace, job.name, job.min_replicas + int(np.argmax(np.isfinite(v))),
+                 "InsufficientCapacity", message)
+        for job, v in zip(jobs, values, strict=True)
+    ]  # fmt: skip
 
 
 def _keep(job: JobSnapshot, reason: str, message: str) -> Decision:

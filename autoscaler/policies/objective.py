@@ -24,7 +24,9 @@ class Objective(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["throughput", "proportional", "power-mean"] = Field(
-        default="throughput", description="Σ w·s, Σ w·log s, or the power mean of exponent p"
+        default="proportional",
+        description="Σ w·s, Σ w·log s, or the power mean of exponent p (see the README for why"
+        " proportional is the default)",
     )
     exponent: float = Field(default=-1.0, description="p of the power mean (kind power-mean only)")
 

@@ -8,6 +8,7 @@ cluster, and the example's own tests run against the installed copy. No servers:
 import importlib
 import inspect
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -107,8 +108,8 @@ def test_decide_prints_its_decisions_and_the_objective(site: Path) -> None:
     assert output["decisions"][2]["message"] == (
         "6 workers hold 6 of 16 nvidia.com/gpu, for weight 1 of 4"
     )
-    # throughput objective, linear curves: the sum of weight x count / minimum = 2*3 + 2 + 6
-    assert output["objective"] == pytest.approx(14.0)
+    # the default (proportional) objective, linear curves: Σ weight x log(count / minimum)
+    assert output["objective"] == pytest.approx(2 * math.log(3) + math.log(2) + math.log(6))
 
 
 def test_an_unknown_config_key_exits_2_naming_it(site: Path, tmp_path: Path) -> None:

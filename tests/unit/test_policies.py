@@ -147,7 +147,8 @@ def test_objective_value_is_computed_as_defined() -> None:
     snapshot = Snapshot(capacity={GPU: 8}, jobs=jobs)
     replicas = {("ns", "a"): 4, ("ns", "b"): 4}
     model = ThroughputModel()
-    assert objective_value(snapshot, replicas, objective=Objective(), model=model) == pytest.approx(
+    throughput = Objective(kind="throughput")
+    assert objective_value(snapshot, replicas, objective=throughput, model=model) == pytest.approx(
         2 * 4 + 2
     )
     pollux = Objective(kind="power-mean", exponent=-1)

@@ -1,0 +1,118 @@
+"""`autoscaler simulate`: the real engine on a simulated cluster, one run per policy, compared.
+
+With no arguments: the bundled default (72 ITP jobs on ElasticFlow's A100 profiles, 64 GPUs in
+8 nodes of 8) under the six built-in policy configurations.
+"""
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from autoscaler.policies.registry import PolicyError
+from autoscaler.sim.bundled import DEFAULT_CONFIG
+from autoscaler.sim.comparison import compare
+from autoscaler.sim.errors import SimInputError
+from autoscaler.sim.inputs import read_inputs
+from autoscaler.sim.lineup import DEFAULT_POLICIES
+from autoscaler.sim.progress import ProgressBar
+
+USAGE_ERROR = 2
+
+
+def add_simulate_command(commands: Any) -> None:
+    simulate = commands.add_parser(
+        "simulate",
+        help="compare policies on a simulated cluster (the bundled default with no arguments)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    simulate.add_argument(
+        "--workload", type=Path, help="workload CSV, or a Pollux workload (default: bundled)"
+    )
+    simulate.add_argument(
+        "--profiles",
+        type=Path,
+        help="folder of profile CSVs, or of Pollux traces (default: the bundled A100 profiles)",
+    )
+    simulate.add_argument("--gpus", type=_positive, default=DEFAULT_CONFIG.gpus)
+    simulate.add_argument("--gpus-per-node", type=_positive, default=DEFAULT_CONFIG.gpus_per_node)
+    simulate.add_argument(
+        "--policies",
+        default=",".join(DEFAULT_POLICIES),
+        help="comma-separated: installed policies, pollux-style, or .py files",
+    )
+    simulate.add_argument("--seed", type=int, default=0, help="seed of the throughput noise")
+    simulate.add_argument(
+        "--noise",
+        type=_fraction,
+        default=DEFAULT_CONFIG.noise,
+        help="relative std-dev of the throughput the engine reads (default: exact)",
+    )
+    simulate.add_argument("--out", type=Path, help="write results.json and PNG plots here")
+    simulate.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    simulate.add_argument(
+        "--parallel",
+        type=_positive,
+        default=os.cpu_count() or 1,
+        help="policies simulated at once, in processes (default: the CPU count)",
+    )
+    simulate.set_defaults(command=run_simulate)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not in [0, 1)")
+    return value
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    try:
+        jobs, profiles = read_inputs(args.workload, args.profiles)
+        config = replace(
+            DEFAULT_CONFIG,
+            gpus=args.gpus,
+            gpus_per_node=args.gpus_per_node,
+            seed=args.seed,
+            noise=args.noise,
+        )
+        bar = ProgressBar(sys.stderr)
+        try:
+            comparison = compare(
+                workload=jobs,
+                profiles=profiles,
+                policies=[name.strip() for name in args.policies.split(",") if name.strip()],
+                config=config,
+                progress=bar,
+                workers=args.parallel,
+            )
+        finally:
+            bar.close()
+    except (SimInputError, PolicyError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    if args.out is not None:
+        from autoscaler.sim.plots import write_plots  # noqa: PLC0415 (matplotlib: only for --out)
+
+        args.out.mkdir(parents=True, exist_ok=True)
+        results = json.dumps(comparison.to_json(jobs=True), indent=2) + "\n"
+        (args.out / "results.json").write_text(results)
+        written = write_plots(comparison, args.out)
+        names = ", ".join(path.name for path in written)
+        print(f"wrote results.json, {names} to {args.out}", file=sys.stderr)
+    if args.output == "json":
+        print(json.dumps(comparison.to_json(), indent=2))
+    else:
+        sys.stdout.write(comparison.table())
+    return 0

@@ -1,0 +1,140 @@
+"""`Cluster` and `ThroughputSource` over the simulation's state: the engine cannot tell them apart
+from Kubernetes and Prometheus.
+
+- `jobs()` lists every submitted job that was not rejected, finished ones with `finished=True`;
+  `replicas` is the spec, `active` the bound (running) workers, 0 while queued.
+- `capacity()` is `{"nvidia.com/gpu": total GPUs}`: every job here is the engine's.
+- `scale()` writes the spec if `job.replicas` is still current (else a conflict, as a
+  resourceVersion mismatch would be) and the count is within the job's bounds.
+- `SimThroughput.read` reports samples/s (iterations/s x global batch) of a job that is training
+  right now, None while it is queued, restarting or finished: the rate is constant between
+  restarts, so a window average over the time since the last restart is that rate. Optional noise
+  (relative, Gaussian) is seeded by (seed, job, virtual time): the same run gives the same numbers.
+"""
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
+from autoscaler.sim.state import JobState, Phase, SimState
+
+GPU = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class SimEvent:
+    """An Event as Kubernetes would record it, at virtual time `seconds` since the start."""
+
+    seconds: float
+    namespace: str
+    name: str
+    reason: str
+    message: str
+    warning: bool = False
+    source: str = "engine"  # "engine" (written through Cluster.event) or "simulator"
+
+
+class SimCluster:
+    """The simulated cluster as the engine sees it (implements `ports.Cluster`)."""
+
+    def __init__(self, state: SimState, *, namespace: str, origin: datetime) -> None:
+        self._state = state
+        self.namespace = namespace
+        self.origin = origin
+        self.events: list[SimEvent] = []
+        self.writes = 0  # successful /scale writes
+
+    def at(self, seconds: float) -> datetime:
+        return self.origin + timedelta(seconds=seconds)
+
+    def jobs(self) -> Sequence[ManagedJob]:
+        visible = (Phase.QUEUED, Phase.RUNNING, Phase.FINISHED)
+        return [self._managed(job) for job in self._state.jobs if job.phase in visible]
+
+    def _managed(self, job: JobState) -> ManagedJob:
+        spec = job.spec
+        return ManagedJob(
+            namespace=self.namespace,
+            name=spec.name,
+            min_replicas=spec.min_replicas,
+            max_replicas=spec.max_replicas,
+            replicas=job.replicas,
+            active=job.active,
+            owner=Owner.ENGINE,
+            created=self.at(spec.submit_time),
+            resources_per_replica={GPU: float(spec.gpus_per_replica)},
+            weight=spec.weight,
+            max_restarts=None,
+            finished=job.phase is Phase.FINISHED,
+            state=job.annotation,
+        )
+
+    def capacity(self) -> Mapping[str, float]:
+        return {GPU: float(self._state.total_gpus)}
+
+    def _find(self, job: ManagedJob) -> JobState | None:
+        if job.namespace != self.namespace:
+            return None
+        found = self._state.by_name.get(job.name)
+        return found if found is not None and found.phase is not Phase.WAITING else None
+
+    def scale(self, job: ManagedJob, *, replicas: int) -> ScaleResult:
+        found = self._find(job)
+        if found is None or found.phase is Phase.REJECTED:
+            return ScaleResult(written=False, replicas=0, error=f"{job.name}: not found")
+        if found.phase is Phase.FINISHED:
+            return ScaleResult(written=False, replicas=found.replicas, error="the job has finished")
+        if job.replicas != found.replicas:
+            error = f"conflict: spec is {found.replicas}, not {job.replicas}"
+            return ScaleResult(written=False, replicas=found.replicas, error=error)
+        spec = found.spec
+        if not spec.min_replicas <= replicas <= spec.max_replicas:
+            error = f"{replicas} is outside [{spec.min_replicas}, {spec.max_replicas}]"
+            return ScaleResult(written=False, replicas=found.replicas, error=error)
+        if replicas == found.replicas:
+            return ScaleResult(written=False, replicas=replicas)
+        self._state.set_replicas(found, replicas)
+        self.writes += 1
+        return ScaleResult(written=True, replicas=replicas)
+
+    def save_state(self, job: ManagedJob, *, state: str) -> None:
+        found = self._find(job)
+        if found is not None:
+            found.annotation = state
+
+    def event(self, job: ManagedJob, *, reason: str, message: str, warning: bool = False) -> None:
+        self.record(job.name, reason=reason, message=message, warning=warning, source="engine")
+
+    def record(
+        self, name: str, *, reason: str, message: str, warning: bool = False, source: str
+    ) -> None:
+        event = SimEvent(self._state.now, self.namespace, name, reason, message, warning, source)
+        self.events.append(event)
+
+
+class SimThroughput:
+    """Training throughput as Prometheus would report it (implements `ThroughputSource`)."""
+
+    def __init__(self, state: SimState, *, namespace: str, noise: float = 0.0, seed: int = 0):
+        self._state = state
+        self.namespace = namespace
+        self.noise = noise
+        self.seed = seed
+
+    def read(self, jobs: Sequence[ManagedJob], *, now: datetime) -> Mapping[JobKey, float | None]:
+        """Samples/s of each job at the simulation's current instant (`now` is that instant)."""
+        return {job.key: self._samples_per_second(job) for job in jobs}
+
+    def _samples_per_second(self, job: ManagedJob) -> float | None:
+        found = self._state.by_name.get(job.name) if job.namespace == self.namespace else None
+        if found is None or found.phase is not Phase.RUNNING:
+            return None
+        if found.stall_until > self._state.now:
+            return None
+        rate = found.rate() * found.spec.batch_size
+        if self.noise > 0:
+            draw = random.Random(f"{self.seed}/{job.name}/{self._state.now!r}").gauss(0.0, 1.0)
+            rate *= max(0.0, 1.0 + self.noise * draw)
+        return rate

@@ -1,0 +1,264 @@
+"""Policies compared on one workload: the real `Engine` over the simulated cluster, once per policy.
+
+    from autoscaler.sim import compare
+    comparison = compare(policies=["static", "global-optimizer"])   # the bundled default
+    print(comparison.table())
+
+Every policy runs on the same jobs, profiles and cluster, with the same engine settings
+(`autoscaler.sim.settings`); the figures are those of `autoscaler.sim.results`, each set beside a
+lower bound no policy can beat (`autoscaler.sim.bounds`).
+"""
+
+import multiprocessing
+import queue
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from multiprocessing.queues import Queue
+from pathlib import Path
+
+from autoscaler.engine.engine import Engine
+from autoscaler.sim import report
+from autoscaler.sim.bounds import LowerBound, workload_bound
+from autoscaler.sim.bundled import DEFAULT_CONFIG
+from autoscaler.sim.inputs import read_profiles, read_workload
+from autoscaler.sim.lineup import DEFAULT_POLICIES, PolicyChoice, built, lineup
+from autoscaler.sim.profiles import Profile
+from autoscaler.sim.results import RunResult
+from autoscaler.sim.settings import engine_config
+from autoscaler.sim.simulation import SimConfig, Simulation
+from autoscaler.sim.state import Phase
+from autoscaler.sim.workload import WorkloadJob
+
+Progress = Callable[[int, int, str], None]  # (jobs done, jobs in all runs, what runs now)
+
+
+@dataclass(frozen=True)
+class PolicyRun:
+    """One policy's run: the simulation's result and the policy's time per round."""
+
+    name: str
+    result: RunResult
+    solve_seconds: tuple[float, ...]  # wall-clock time of each round's decision
+    fallbacks: int  # rounds in which the policy failed or overran (every count kept)
+    wall_seconds: float
+
+    @property
+    def mean_solve_seconds(self) -> float | None:
+        solves = self.solve_seconds
+        return sum(solves) / len(solves) if solves else None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    runs: Mapping[str, PolicyRun]  # in the order the policies were given
+    lower_bound: LowerBound
+    config: SimConfig
+    workload: tuple[WorkloadJob, ...]
+
+    @property
+    def rejected(self) -> tuple[tuple[str, str], ...]:
+        """(name, reason) of every job the cluster can never run (the same in every run)."""
+        first = next(iter(self.runs.values()))
+        return tuple((j.name, j.reason) for j in first.result.jobs if j.status == "rejected")
+
+    def ratios(self, name: str) -> dict[str, float | None]:
+        """Mean JCT, p95 JCT and makespan of one policy over their lower bounds."""
+        result, bound = self.runs[name].result, self.lower_bound
+        return {
+            "mean_jct": _ratio(result.mean_jct, bound.mean_jct),
+            "p95_jct": _ratio(result.p95_jct, bound.p95_jct),
+            "makespan": _ratio(result.makespan, bound.makespan),
+        }
+
+    def table(self) -> str:
+        """The figures as a text table (`autoscaler simulate` prints it)."""
+        return report.table(self)
+
+    def to_json(self, *, jobs: bool = False) -> dict[str, object]:
+        """The figures as `autoscaler simulate -o json` prints them; `jobs`: every job's too."""
+        return report.to_json(self, jobs=jobs)
+
+
+def _ratio(value: float | None, bound: float | None) -> float | None:
+    return value / bound if value is not None and bound else None
+
+
+def run_policy(
+    choice: PolicyChoice,
+    *,
+    workload: Sequence[WorkloadJob],
+    profiles: Mapping[str, Profile],
+    config: SimConfig,
+    progress: Callable[[int], None] | None = None,
+) -> PolicyRun:
+    """Simulate the workload with the engine deciding by `choice`; `progress(jobs done)`."""
+    started = time.perf_counter()
+    policy = built(choice)
+    sim = Simulation(workload=workload, profiles=profiles, config=config)
+    engine = Engine(
+        cluster=sim.cluster,
+        throughput=sim.throughput,
+        policy=policy.policy,
+        policy_name=choice.name,
+        config=engine_config(config, policy=choice.plugin, config=choice.config),
+        objective=policy.objective,
+        model=policy.model,
+    )
+    solves: list[float] = []
+    fallbacks = 0
+
+    def decide(now: datetime) -> None:
+        nonlocal fallbacks
+        report = engine.run_once(now=now)
+        solves.append(report.solve_seconds)
+        fallbacks += bool(report.fallback)
+        if progress is not None:
+            ended = (Phase.FINISHED, Phase.REJECTED)
+            progress(sum(job.phase in ended for job in sim.state.jobs))
+
+    try:
+        result = sim.run(decide_round=decide)
+    finally:
+        engine.close()
+    if progress is not None:
+        progress(len(workload))
+    return PolicyRun(
+        name=choice.name,
+        result=result,
+        solve_seconds=tuple(solves),
+        fallbacks=fallbacks,
+        wall_seconds=time.perf_counter() - started,
+    )
+
+
+def compare(
+    *,
+    workload: Sequence[WorkloadJob] | Path | str | None = None,
+    profiles: Mapping[str, Profile] | Path | str | None = None,
+    policies: Iterable[str | PolicyChoice] = DEFAULT_POLICIES,
+    config: SimConfig | None = None,
+    progress: Progress | None = None,
+    workers: int = 1,
+) -> Comparison:
+    """Run every policy on the workload and compare them.
+
+    `workload`/`profiles`: loaded ones, or paths (formats in `autoscaler.sim.inputs`), or None
+    for the bundled default; `config` defaults to the bundled cluster (64 GPUs, 8 per node).
+    `workers` > 1 runs policies in that many processes at once. Raises `SimInputError` for bad
+    input and `PolicyError` for a policy that cannot be loaded or configured.
+    """
+    if profiles is None or isinstance(profiles, str | Path):
+        folder = Path(profiles) if profiles is not None else None
+        loaded = read_profiles(folder)
+    else:
+        folder, loaded = None, dict(profiles)
+    if workload is None or isinstance(workload, str | Path):
+        path = Path(workload) if workload is not None else None
+        jobs = read_workload(path, profiles=loaded, traces=folder)
+    else:
+        jobs = tuple(workload)
+    settings = config or DEFAULT_CONFIG
+    choices = lineup(policies)
+    runner = _in_processes if workers > 1 and len(choices) > 1 else _in_turn
+    runs = runner(
+        choices, workload=jobs, profiles=loaded, config=settings, progress=progress, workers=workers
+    )
+    first = runs[choices[0].name].result
+    rejected = {job.name for job in first.jobs if job.status == "rejected"}
+    bound = workload_bound(jobs, loaded, total_gpus=settings.gpus, rejected=rejected)
+    return Comparison(runs=runs, lower_bound=bound, config=settings, workload=jobs)
+
+
+def _in_turn(
+    choices: Sequence[PolicyChoice],
+    *,
+    workload: Sequence[WorkloadJob],
+    profiles: Mapping[str, Profile],
+    config: SimConfig,
+    progress: Progress | None,
+    workers: int,
+) -> dict[str, PolicyRun]:
+    runs: dict[str, PolicyRun] = {}
+    total = len(choices) * len(workload)
+    for index, choice in enumerate(choices):
+        label = f"{choice.name} ({index + 1}/{len(choices)})"
+        offset = index * len(workload)
+
+        def report(done: int, offset: int = offset, label: str = label) -> None:
+            if progress is not None:
+                progress(offset + done, total, label)
+
+        runs[choice.name] = run_policy(
+            choice, workload=workload, profiles=profiles, config=config, progress=report
+        )
+    return runs
+
+
+_progress_queue: "Queue[tuple[int, int]] | None" = None  # a worker process's link to the parent
+
+
+def _start_worker(link: "Queue[tuple[int, int]]") -> None:
+    global _progress_queue  # noqa: PLW0603 (set once per worker process)
+    _progress_queue = link
+
+
+def _run_in_worker(
+    index: int,
+    choice: PolicyChoice,
+    workload: Sequence[WorkloadJob],
+    profiles: Mapping[str, Profile],
+    config: SimConfig,
+) -> PolicyRun:
+    def report(done: int) -> None:
+        if _progress_queue is not None:
+            _progress_queue.put((index, done))
+
+    return run_policy(choice, workload=workload, profiles=profiles, config=config, progress=report)
+
+
+def _in_processes(
+    choices: Sequence[PolicyChoice],
+    *,
+    workload: Sequence[WorkloadJob],
+    profiles: Mapping[str, Profile],
+    config: SimConfig,
+    progress: Progress | None,
+    workers: int,
+) -> dict[str, PolicyRun]:
+    """The runs in `workers` processes (forked where the platform can: no re-import)."""
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    link: Queue[tuple[int, int]] = context.Queue()
+    done = [0] * len(choices)
+    total = len(choices) * len(workload)
+    with ProcessPoolExecutor(
+        max_workers=min(workers, len(choices)),
+        mp_context=context,
+        initializer=_start_worker,
+        initargs=(link,),
+    ) as pool:
+        futures: list[Future[PolicyRun]] = [
+            pool.submit(_run_in_worker, index, choice, workload, profiles, config)
+            for index, choice in enumerate(choices)
+        ]
+        while True:
+            pending = not all(future.done() for future in futures)
+            try:
+                index, count = link.get(timeout=0.05)
+                done[index] = max(done[index], count)
+            except queue.Empty:
+                if not pending:
+                    break
+                continue
+            if progress is not None:  # 100% only once every run is back
+                finished = sum(future.done() for future in futures)
+                label = f"{finished}/{len(choices)} policies done"
+                progress(min(sum(done), total - 1), total, label)
+        runs = {c.name: future.result() for c, future in zip(choices, futures, strict=True)}
+    link.close()
+    if progress is not None:
+        progress(total, total, f"{len(choices)}/{len(choices)} policies done")
+    return runs

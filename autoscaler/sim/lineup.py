@@ -1,0 +1,86 @@
+"""The policies a comparison runs: installed plug-ins, `.py` files, or a named configuration.
+
+A named configuration is an installed plug-in with a fixed config, not a plug-in of its own:
+
+- `pollux-style`: `global-optimizer` with the objective Pollux schedules by, the power mean of the
+  jobs' speedups with p = -1 (optimizer.md §1.2).
+"""
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from autoscaler.policies.contract import Policy
+from autoscaler.policies.objective import Objective
+from autoscaler.policies.registry import PolicyError, find
+from autoscaler.policies.throughput_model import ThroughputModel
+
+
+@dataclass(frozen=True)
+class PolicyChoice:
+    """`name` labels the results; `plugin` is an installed plug-in's name or a `.py` path."""
+
+    name: str
+    plugin: str
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+
+NAMED = {
+    "pollux-style": PolicyChoice(
+        "pollux-style", "global-optimizer", {"objective": {"kind": "power-mean", "exponent": -1.0}}
+    ),
+}
+DEFAULT_POLICIES = (
+    "static",
+    "equal-share",
+    "hpa-like",
+    "optimus-greedy",
+    "pollux-style",
+    "global-optimizer",
+)
+
+
+def choose(reference: str | PolicyChoice) -> PolicyChoice:
+    """A named configuration, else the plug-in of that name (or file) with its defaults."""
+    if isinstance(reference, PolicyChoice):
+        return reference
+    return NAMED.get(reference) or PolicyChoice(reference, reference)
+
+
+def lineup(references: Iterable[str | PolicyChoice]) -> tuple[PolicyChoice, ...]:
+    """The choices, each checked to load and to accept its config; labels must be unique."""
+    choices = tuple(choose(reference) for reference in references)
+    if not choices:
+        raise PolicyError("no policy to simulate")
+    names = [choice.name for choice in choices]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise PolicyError(f"policies listed twice: {', '.join(repeated)}")
+    for choice in choices:
+        built(choice)
+    return choices
+
+
+@dataclass(frozen=True)
+class Built:
+    policy: Policy
+    objective: Objective  # what the engine reports: the policy's own, else the default
+    model: ThroughputModel
+
+
+def built(choice: PolicyChoice) -> Built:
+    """The choice's policy, with the objective and model its rounds are reported by."""
+    plugin = find(choice.plugin)
+    try:
+        parsed: BaseModel = plugin.config_model.model_validate(dict(choice.config))
+    except ValueError as error:
+        raise PolicyError(f"policy {choice.name!r}: {error}") from error
+    objective = getattr(parsed, "objective", None)
+    model = getattr(parsed, "model", None)
+    return Built(
+        policy=plugin.build(parsed),
+        objective=objective if isinstance(objective, Objective) else Objective(),
+        model=model if isinstance(model, ThroughputModel) else ThroughputModel(),
+    )

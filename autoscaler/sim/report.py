@@ -1,0 +1,131 @@
+"""A comparison as a text table and as JSON."""
+
+from typing import TYPE_CHECKING
+
+from autoscaler.sim.results import JobResult
+
+if TYPE_CHECKING:  # the comparison's methods call these
+    from autoscaler.sim.comparison import Comparison, PolicyRun
+
+COLUMNS = ("policy", "mean JCT", "p95 JCT", "makespan", "GPU util", "rescales", "mean solve")
+
+
+def summary(run: "PolicyRun") -> dict[str, object]:
+    """The figures `-o json` promises for one policy."""
+    result = run.result
+    return {
+        "mean_jct_seconds": result.mean_jct,
+        "p95_jct_seconds": result.p95_jct,
+        "makespan_seconds": result.makespan,
+        "gpu_utilization": result.gpu_utilisation,
+        "rescales": result.rescales,
+        "mean_solve_seconds": run.mean_solve_seconds,
+    }
+
+
+def _job(job: JobResult) -> dict[str, object]:
+    return {
+        "name": job.name,
+        "profile": job.profile,
+        "status": job.status,
+        "submit_seconds": job.submit,
+        "start_seconds": job.start,
+        "finish_seconds": job.finish,
+        "jct_seconds": job.jct,
+        "lower_bound_seconds": job.lower_bound,
+        "rescales": job.rescales,
+        "gpu_seconds": job.gpu_seconds,
+    }
+
+
+def to_json(comparison: "Comparison", *, jobs: bool = False) -> dict[str, object]:
+    """Figures per policy, their ratios to the lower bound, the bound, and what could not run."""
+    policies: dict[str, object] = {}
+    for name, run in comparison.runs.items():
+        entry = summary(run)
+        entry["ratio_to_lower_bound"] = comparison.ratios(name)
+        entry["finished"] = run.result.finished
+        entry["unfinished"] = list(run.result.unfinished)
+        entry["policy_fallbacks"] = run.fallbacks
+        if jobs:
+            entry["jobs"] = [_job(job) for job in run.result.jobs]
+        policies[name] = entry
+    bound, config = comparison.lower_bound, comparison.config
+    return {
+        "policies": policies,
+        "lower_bound": {
+            "mean_jct_seconds": bound.mean_jct,
+            "p95_jct_seconds": bound.p95_jct,
+            "makespan_seconds": bound.makespan,
+        },
+        "rejected": [{"name": name, "reason": reason} for name, reason in comparison.rejected],
+        "jobs": len(comparison.workload),
+        "cluster": {
+            "gpus": config.gpus,
+            "gpus_per_node": config.gpus_per_node,
+            "restart_seconds": config.restart_seconds,
+            "interval_seconds": config.interval_seconds,
+        },
+    }
+
+
+def seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f} s"
+
+
+def _with_ratio(value: float | None, ratio: float | None) -> str:
+    return seconds(value) + ("" if ratio is None else f" ({ratio:.2f}x)")
+
+
+def _solve(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.1f} ms"
+
+
+def rows(comparison: "Comparison") -> list[tuple[str, ...]]:
+    """The table's cells: a row per policy, then the lower bound."""
+    cells: list[tuple[str, ...]] = []
+    for name, run in comparison.runs.items():
+        result, ratios = run.result, comparison.ratios(name)
+        cells.append(
+            (
+                name,
+                _with_ratio(result.mean_jct, ratios["mean_jct"]),
+                _with_ratio(result.p95_jct, ratios["p95_jct"]),
+                _with_ratio(result.makespan, ratios["makespan"]),
+                f"{result.gpu_utilisation:.0%}",
+                str(result.rescales),
+                _solve(run.mean_solve_seconds),
+            )
+        )
+    bound = comparison.lower_bound
+    bounds = (seconds(bound.mean_jct), seconds(bound.p95_jct), seconds(bound.makespan))
+    cells.append(("lower bound", *bounds, "", "", ""))
+    return cells
+
+
+def table(comparison: "Comparison") -> str:
+    """The comparison for people: a header line, the table, then jobs that did not finish."""
+    config = comparison.config
+    nodes = len(config.node_sizes())
+    lines = [
+        f"{len(comparison.workload)} jobs on {config.gpus} GPUs ({nodes} nodes of up to"
+        f" {config.gpus_per_node}); a rescale stalls {config.restart_seconds:g} s; a decision"
+        f" every {config.interval_seconds:g} s. (x) = ratio to the lower bound.",
+        "",
+    ]
+    cells = [COLUMNS, *rows(comparison)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(COLUMNS))]
+    for row in cells:
+        padded = [row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+        ]
+        lines.append("  ".join(padded).rstrip())
+    for name, reason in comparison.rejected:
+        lines.append(f"can never run (not simulated): {name}: {reason}")
+    for name, run in comparison.runs.items():
+        if run.result.unfinished:
+            left = ", ".join(run.result.unfinished)
+            lines.append(f"{name}: unfinished at the horizon: {left}")
+        if run.fallbacks:
+            lines.append(f"{name}: the policy failed or overran in {run.fallbacks} rounds")
+    return "\n".join(lines) + "\n"

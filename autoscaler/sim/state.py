@@ -1,0 +1,216 @@
+"""The simulated cluster's state at one instant of virtual time, and the rules that change it.
+
+Rules (documented once, here):
+- Capacity is `nodes x gpus_per_node` GPUs. A worker pod needs `gpus_per_replica` GPUs on one
+  node and is placed first-fit (lowest node index with room); with 1-GPU pods this is simply the
+  total. Throughput does not depend on placement.
+- A job's pods are bound as a gang for its minimum: an arrived job waits in a FIFO queue until
+  `min_replicas` pods fit at once; the queue is scanned in arrival order and a later job whose
+  minimum fits starts even if an earlier one still waits (Kubernetes binds any pod that fits).
+- Then every running job's pending pods (spec above bound) bind, in arrival order, as far as
+  GPUs allow. So starting a job takes precedence over growing one.
+- A running job trains with its bound pods (`active`). Every change of `active` after the start
+  restarts all workers: no progress for `restart_seconds` (a change during a restart starts the
+  stall again; several changes at one instant count as one rescale). The start itself is free.
+- Lowering the spec removes the newest pods first, at once (pending pods before bound ones).
+- A job finishes when its iterations are done and releases its GPUs at that instant.
+- A job that can never run is rejected at arrival (reported, never silently dropped): its
+  minimum needs more GPUs than the cluster has, a pod is larger than a node, or its profile runs
+  its batch at zero iterations/s on `min_replicas` workers.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from autoscaler.sim.profiles import Profile
+from autoscaler.sim.workload import WorkloadJob
+
+EPSILON = 1e-9
+
+
+class Phase(StrEnum):
+    WAITING = "waiting"  # not yet submitted
+    QUEUED = "queued"  # submitted, minimum not yet bound
+    RUNNING = "running"
+    FINISHED = "finished"
+    REJECTED = "rejected"
+
+
+@dataclass
+class JobState:
+    """One job's mutable simulation state (internal to the simulator)."""
+
+    spec: WorkloadJob
+    rates: tuple[float, ...]  # iterations/s by active worker count, index 0..max_replicas
+    phase: Phase = Phase.WAITING
+    replicas: int = 0  # the spec's worker count (what /scale reports)
+    pods: list[int] = field(default_factory=list)  # node index of every bound pod, oldest first
+    done: float = 0.0  # iterations completed
+    stall_until: float = 0.0  # no progress before this time (restart in progress)
+    start: float | None = None
+    finish: float | None = None
+    last_rescale: float | None = None
+    rescales: int = 0
+    gpu_seconds: float = 0.0  # GPUs allocated x time
+    busy_gpu_seconds: float = 0.0  # ... while training (not restarting)
+    annotation: str = ""  # the engine's persisted state
+    reason: str = ""  # why it was rejected
+
+    @property
+    def active(self) -> int:
+        return len(self.pods)
+
+    @property
+    def gpus(self) -> int:
+        return self.active * self.spec.gpus_per_replica
+
+    def rate(self) -> float:
+        """Iterations/s right now, ignoring a restart in progress."""
+        return self.rates[self.active] if self.phase is Phase.RUNNING else 0.0
+
+    def remaining(self) -> float:
+        return max(0.0, self.spec.iterations - self.done)
+
+
+def rate_table(job: WorkloadJob, profile: Profile) -> tuple[float, ...]:
+    return tuple(
+        profile.throughput(job.batch_size, count, job.gpus_per_replica)
+        for count in range(job.max_replicas + 1)
+    )
+
+
+class SimState:
+    """All jobs and nodes, at virtual time `now` (seconds since the simulation's start)."""
+
+    def __init__(
+        self, *, jobs: list[JobState], nodes: Sequence[int], restart_seconds: float
+    ) -> None:
+        self.jobs = jobs
+        self.free = list(nodes)  # free GPUs per node
+        self.total_gpus = sum(nodes)
+        self.gpus_per_node = max(nodes)
+        self.restart_seconds = restart_seconds
+        self.now = 0.0
+        self.by_name = {job.spec.name: job for job in jobs}
+
+    def live(self) -> list[JobState]:
+        return [job for job in self.jobs if job.phase in (Phase.QUEUED, Phase.RUNNING)]
+
+    def advance(self, to: float) -> None:
+        """Integrate every running job's progress and GPU time from `now` to `to` (rates fixed)."""
+        span = to - self.now
+        for job in self.jobs:
+            if job.phase is not Phase.RUNNING:
+                continue
+            training = max(0.0, to - max(self.now, job.stall_until))
+            job.done = min(float(job.spec.iterations), job.done + job.rate() * training)
+            job.gpu_seconds += job.gpus * span
+            job.busy_gpu_seconds += job.gpus * training
+        self.now = to
+
+    def next_change(self) -> float | None:
+        """The earliest future restart end or finish of a running job."""
+        times = []
+        for job in self.jobs:
+            if job.phase is not Phase.RUNNING:
+                continue
+            resume = max(self.now, job.stall_until)
+            if job.stall_until > self.now:
+                times.append(job.stall_until)
+            if job.rate() > 0:
+                times.append(resume + job.remaining() / job.rate())
+        return min(times, default=None)
+
+    def finish_done(self) -> list[JobState]:
+        finished = []
+        for job in self.jobs:
+            if job.phase is Phase.RUNNING and self._done(job):
+                job.done = float(job.spec.iterations)
+                self._release(job, keep=0)
+                job.phase, job.finish = Phase.FINISHED, self.now
+                finished.append(job)
+        return finished
+
+    def _done(self, job: JobState) -> bool:
+        """No iteration left, up to rounding (also: left so little that no time step remains)."""
+        left = job.remaining()
+        if left <= EPSILON * max(1.0, job.spec.iterations):
+            return True
+        training = job.stall_until <= self.now and job.rate() > 0
+        return training and left / job.rate() <= EPSILON * max(1.0, self.now)
+
+    def arrive(self) -> list[JobState]:
+        arrived = []
+        for job in self.jobs:
+            if job.phase is Phase.WAITING and job.spec.submit_time <= self.now + EPSILON:
+                job.replicas = job.spec.replicas
+                job.reason = self._never_runs(job)
+                job.phase = Phase.REJECTED if job.reason else Phase.QUEUED
+                arrived.append(job)
+        return arrived
+
+    def _never_runs(self, job: JobState) -> str:
+        spec = job.spec
+        if spec.gpus_per_replica > self.gpus_per_node:
+            return f"a worker needs {spec.gpus_per_replica} GPUs, a node has {self.gpus_per_node}"
+        needed = spec.min_replicas * spec.gpus_per_replica
+        if needed > self.total_gpus:
+            return f"its minimum needs {needed} GPUs, the cluster has {self.total_gpus}"
+        if job.rates[spec.min_replicas] <= 0:
+            return (
+                f"profile {spec.profile!r} cannot run batch {spec.batch_size} "
+                f"on {spec.min_replicas} worker(s)"
+            )
+        return ""
+
+    def set_replicas(self, job: JobState, replicas: int) -> None:
+        """A new spec; pods above it go at once (pending ones bind in `schedule`)."""
+        job.replicas = replicas
+        if job.phase is Phase.RUNNING and job.active > replicas:
+            self._release(job, keep=replicas)
+            self._restarted(job)
+
+    def schedule(self) -> list[JobState]:
+        """Bind what fits: queued minimums first (FIFO), then pending pods. Returns started jobs."""
+        started = []
+        for job in self.jobs:
+            if job.phase is Phase.QUEUED and self._bind(job, job.spec.min_replicas, gang=True):
+                job.phase, job.start = Phase.RUNNING, self.now
+                job.stall_until = self.now
+                started.append(job)
+        for job in self.jobs:
+            pending = job.replicas - job.active
+            if job.phase is not Phase.RUNNING or pending <= 0:
+                continue
+            grew = self._bind(job, pending, gang=False)
+            if grew and job.start != self.now:  # pods bound at the start are part of the start
+                self._restarted(job)
+        return started
+
+    def _bind(self, job: JobState, count: int, *, gang: bool) -> bool:
+        """Place up to `count` pods first-fit (all or none when `gang`); True if any was placed."""
+        size = job.spec.gpus_per_replica
+        free = list(self.free)
+        placed: list[int] = []
+        for _ in range(count):
+            node = next((i for i, room in enumerate(free) if room >= size), None)
+            if node is None:
+                break
+            free[node] -= size
+            placed.append(node)
+        if not placed or (gang and len(placed) < count):
+            return False
+        self.free = free
+        job.pods.extend(placed)
+        return True
+
+    def _release(self, job: JobState, *, keep: int) -> None:
+        while len(job.pods) > keep:
+            self.free[job.pods.pop()] += job.spec.gpus_per_replica
+
+    def _restarted(self, job: JobState) -> None:
+        if job.last_rescale != self.now:
+            job.rescales += 1
+        job.last_rescale = self.now
+        job.stall_until = self.now + self.restart_seconds

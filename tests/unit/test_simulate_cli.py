@@ -1,0 +1,165 @@
+"""`autoscaler simulate`: the table, -o json, --out, the progress bar, and bad input (exit 2)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autoscaler.cli import main
+from autoscaler.sim.lineup import DEFAULT_POLICIES
+
+PROFILE = "global_batch_size,1,2,4,8\n10,1.0,1.8,3.2,5.0\n20,0,1.0,1.8,3.2\n"
+HEADER = "name,submit_time,profile,batch_size,iterations,min_replicas,max_replicas,replicas"
+JOBS = [
+    "a,0,toy,10,600,1,8,1",
+    "b,30,toy,10,1200,1,8,2",
+    "c,90,toy,10,300,1,4,1",
+    "d,200,toy,20,400,2,8,2",
+]
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "toy.csv").write_text(PROFILE)
+    workload = tmp_path / "workload.csv"
+    workload.write_text("\n".join([HEADER, *JOBS]) + "\n")
+    return workload, profiles
+
+
+def simulate(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
+    code = main(["simulate", "--gpus", "8", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_of_one_policy_on_a_tiny_workload(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload, profiles = files
+    code, out, err = simulate(
+        capsys, "--workload", workload, "--profiles", profiles, "--policies", "static", "-o", "json"
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    assert list(data["policies"]) == ["static"]
+    figures = data["policies"]["static"]
+    assert {
+        "mean_jct_seconds",
+        "p95_jct_seconds",
+        "makespan_seconds",
+        "gpu_utilization",
+        "rescales",
+        "mean_solve_seconds",
+    } <= set(figures)
+    assert figures["rescales"] == 0
+    assert figures["finished"] == 4
+    bound = data["lower_bound"]
+    assert set(bound) == {"mean_jct_seconds", "p95_jct_seconds", "makespan_seconds"}
+    assert figures["mean_jct_seconds"] >= bound["mean_jct_seconds"]
+    ratio = figures["ratio_to_lower_bound"]["mean_jct"]
+    assert ratio == pytest.approx(figures["mean_jct_seconds"] / bound["mean_jct_seconds"])
+    assert data["rejected"] == []
+    assert "simulating [" in err  # the progress bar
+    assert "100%" in err
+
+
+def test_the_table_lists_the_six_policies_and_the_bound(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload, profiles = files
+    code, out, _ = simulate(capsys, "--workload", workload, "--profiles", profiles)
+    assert code == 0
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("policy"))
+    for column in ("mean JCT", "p95 JCT", "makespan", "GPU util", "rescales", "mean solve"):
+        assert column in lines[header]
+    names = [line.split()[0] for line in lines[header + 1 : header + 7]]
+    assert names == list(DEFAULT_POLICIES)
+    assert lines[header + 7].startswith("lower bound")
+    assert "x)" in lines[header + 1]  # each figure with its ratio to the bound
+
+
+def test_out_writes_results_and_plots(
+    files: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload, profiles = files
+    out_dir = tmp_path / "out"
+    code, _, err = simulate(
+        capsys,
+        "--workload",
+        workload,
+        "--profiles",
+        profiles,
+        "--policies",
+        "static,global-optimizer",
+        "--out",
+        out_dir,
+    )
+    assert code == 0, err
+    results = json.loads((out_dir / "results.json").read_text())
+    assert list(results["policies"]) == ["static", "global-optimizer"]
+    assert len(results["policies"]["static"]["jobs"]) == 4
+    for name in ("jct-cdf.png", "allocation.png", "utilisation.png"):
+        assert (out_dir / name).read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_job_that_can_never_run_is_reported(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload, profiles = files
+    workload.write_text("\n".join([HEADER, *JOBS, "never,10,toy,20,100,1,1,1"]) + "\n")
+    args = ("--workload", workload, "--profiles", profiles, "--policies", "static")
+    code, out, _ = simulate(capsys, *args)
+    assert code == 0
+    assert "can never run (not simulated): never: profile 'toy' cannot run batch 20" in out
+    code, out, _ = simulate(capsys, *args, "-o", "json")
+    rejected = json.loads(out)["rejected"]
+    assert [entry["name"] for entry in rejected] == ["never"]
+
+
+@pytest.mark.parametrize(
+    ("row", "reason"),
+    [
+        ("e,0,bert,10,100,1,8,1", "unknown profile 'bert' (known: toy)"),
+        ("e,0,toy,10,100,1,8", "expected 8 fields, got 7"),
+        ("e,0,toy,10,lots,1,8,1", "iterations 'lots' is not an integer"),
+        ("e,0,toy,32,100,1,8,1", "profile 'toy' has no global batch size 32 (10, 20)"),
+    ],
+)
+def test_bad_workloads_exit_2_with_file_line_and_reason(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str], row: str, reason: str
+) -> None:
+    workload, profiles = files
+    workload.write_text("\n".join([HEADER, *JOBS[:2], row]) + "\n")
+    code, out, err = simulate(capsys, "--workload", workload, "--profiles", profiles)
+    assert code == 2
+    assert out == ""
+    assert f"{workload}:4: {reason}" in err
+
+
+def test_bad_profiles_and_policies_exit_2(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload, profiles = files
+    (profiles / "toy.csv").write_text("global_batch_size,1,2\n10,1.0,fast\n")
+    code, _, err = simulate(capsys, "--workload", workload, "--profiles", profiles)
+    assert code == 2
+    assert f"{profiles / 'toy.csv'}:2: throughput 'fast' is not a number" in err
+    (profiles / "toy.csv").write_text(PROFILE)
+    code, _, err = simulate(
+        capsys, "--workload", workload, "--profiles", profiles, "--policies", "static,nope"
+    )
+    assert code == 2
+    assert "unknown policy 'nope'" in err
+
+
+def test_a_pollux_workload_needs_pollux_traces(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload, profiles = files
+    workload.write_text("name,time,application,num_replicas,batch_size\nx-0,0,toy,1,10\n")
+    code, _, err = simulate(capsys, "--workload", workload, "--profiles", profiles)
+    assert code == 2
+    assert f"{workload}:1: a Pollux workload needs the Pollux traces folder" in err
