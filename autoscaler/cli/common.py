@@ -1,13 +1,23 @@
 """Options the long-running commands share: cluster access, metrics address, leader election."""
 
 import argparse
+import logging
 import os
+import signal
 import socket
+import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge
 
 from autoscaler.clients.kube import Kube
 from autoscaler.clients.leader import LeaderElector, LeaseTimings
+from autoscaler.observability.server import serve
+
+LEASE_LOST = 1
+log = logging.getLogger(__name__)
 
 
 def add_service_arguments(sub: Any, *, lease_name: str) -> None:
@@ -48,3 +58,51 @@ def elector(args: argparse.Namespace, kube: Kube) -> LeaderElector | None:
 def metrics_address(args: argparse.Namespace) -> tuple[str, int]:
     host, port = args.metrics_address.rsplit(":", 1)
     return host, int(port)
+
+
+def configure_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def run_service(
+    args: argparse.Namespace,
+    *,
+    kube: Kube,
+    registry: CollectorRegistry,
+    leader: Gauge,
+    work: Callable[[threading.Event], None],
+    ready: Callable[[], bool] = lambda: True,
+) -> int:
+    """Serve /metrics and /healthz, wait for the Lease, `work` until SIGTERM, hand the Lease on.
+
+    Exit status 0 after SIGTERM, LEASE_LOST when the Lease was lost (the work stopped at once).
+    """
+    elector_ = elector(args, kube)
+    stop, lost = threading.Event(), threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+
+    def healthy() -> bool:  # a standby is healthy; a leader once it is ready
+        return (elector_ is not None and not elector_.is_leader.is_set()) or ready()
+
+    def on_lost() -> None:
+        lost.set()
+        stop.set()
+
+    host, port = metrics_address(args)
+    server = serve(host=host, port=port, registry=registry, healthy=healthy)
+    log.info("serving /metrics and /healthz on %s:%d", host, server.server_port)
+    try:
+        if elector_ is not None:
+            elector_.run(stop, on_lost=on_lost)
+            leader.set(1 if elector_.is_leader.is_set() else 0)
+        if not stop.is_set():
+            work(stop)
+    finally:
+        if elector_ is not None and not lost.is_set():
+            elector_.release()
+        server.shutdown()
+    log.info("stopped")
+    return LEASE_LOST if lost.is_set() else 0

@@ -3,7 +3,6 @@
 import argparse
 import json
 import logging
-import signal
 import threading
 import time
 from datetime import UTC, datetime
@@ -14,8 +13,7 @@ import yaml
 from apscheduler.schedulers.background import BackgroundScheduler
 from pydantic import BaseModel
 
-from autoscaler.cli.common import add_service_arguments, metrics_address
-from autoscaler.cli.common import elector as leader_elector
+from autoscaler.cli.common import add_service_arguments, configure_logging, run_service
 from autoscaler.clients.engine_cluster import KubeCluster
 from autoscaler.clients.kube import Kube, api_client
 from autoscaler.clients.prometheus import PrometheusThroughput
@@ -24,7 +22,6 @@ from autoscaler.engine.engine import Engine
 from autoscaler.metrics_contract import DEFAULT_QUERY_TEMPLATE
 from autoscaler.observability.decision_log import DecisionLog
 from autoscaler.observability.engine_metrics import engine_metrics
-from autoscaler.observability.server import serve
 from autoscaler.policies.contract import Policy, Snapshot
 from autoscaler.policies.objective import Objective
 from autoscaler.policies.registry import (
@@ -38,7 +35,6 @@ from autoscaler.policies.registry import (
 from autoscaler.policies.speedup import objective_value
 from autoscaler.policies.throughput_model import ThroughputModel
 
-LEASE_LOST = 1
 log = logging.getLogger(__name__)
 
 
@@ -146,25 +142,25 @@ def policy_from(config: EngineConfig) -> tuple[str, Policy, BaseModel]:
 
 
 def run_engine(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging()
     config = load_config(args.config)
     name, policy, policy_config = policy_from(config)
     kube = Kube(api_client(kubeconfig=args.kubeconfig))
     metrics = engine_metrics()
     objective, model = _reporting(policy_config)
     source = config.prometheus
+    cluster = KubeCluster(kube, namespaces=config.namespaces)
+    throughput = PrometheusThroughput(
+        url=source.url,
+        template=source.query or DEFAULT_QUERY_TEMPLATE,
+        window=source.window,
+        timeout=source.timeout_seconds,
+        bearer_token_file=source.bearer_token_file,
+        verify_tls=source.verify_tls,
+    )
     engine = Engine(
-        cluster=KubeCluster(kube, namespaces=config.namespaces),
-        throughput=PrometheusThroughput(
-            url=source.url,
-            template=source.query or DEFAULT_QUERY_TEMPLATE,
-            window=source.window,
-            timeout=source.timeout_seconds,
-            bearer_token_file=source.bearer_token_file,
-            verify_tls=source.verify_tls,
-        ),
+        cluster=cluster,
+        throughput=throughput,
         policy=policy,
         policy_name=name,
         config=config,
@@ -173,32 +169,19 @@ def run_engine(args: argparse.Namespace) -> int:
         metrics=metrics,
         decision_log=DecisionLog(config.decision_log) if config.decision_log else None,
     )
-    elector = leader_elector(args, kube)
-    stop, lost = threading.Event(), threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    host, port = metrics_address(args)
-    server = serve(host=host, port=port, registry=metrics.registry, healthy=lambda: True)
-    log.info("serving /metrics and /healthz on %s:%d", host, server.server_port)
 
-    def on_lost() -> None:
-        lost.set()
-        stop.set()
+    def work(stop: threading.Event) -> None:
+        _schedule(engine, interval=config.interval_seconds, stop=stop)
 
     try:
-        if elector is not None:
-            elector.run(stop, on_lost=on_lost)
-            metrics.leader.set(1 if elector.is_leader.is_set() else 0)
-        if not stop.is_set():
-            _schedule(engine, interval=config.interval_seconds, stop=stop)
+        return run_service(
+            args, kube=kube, registry=metrics.registry, leader=metrics.leader, work=work
+        )
     finally:
-        if elector is not None and not lost.is_set():
-            elector.release()
-        server.shutdown()
         engine.close()
+        cluster.close()
+        throughput.close()
         kube.close()
-    log.info("stopped")
-    return LEASE_LOST if lost.is_set() else 0
 
 
 def _schedule(engine: Engine, *, interval: float, stop: threading.Event) -> None:
