@@ -23,7 +23,6 @@ from autoscaler.metrics_contract import DEFAULT_QUERY_TEMPLATE
 from autoscaler.observability.decision_log import DecisionLog
 from autoscaler.observability.engine_metrics import engine_metrics
 from autoscaler.policies.contract import Policy, Snapshot
-from autoscaler.policies.objective import Objective
 from autoscaler.policies.registry import (
     DEFAULT_POLICY,
     PolicyError,
@@ -32,8 +31,7 @@ from autoscaler.policies.registry import (
     installed,
     load_entry,
 )
-from autoscaler.policies.speedup import objective_value
-from autoscaler.policies.throughput_model import ThroughputModel
+from autoscaler.policies.speedup import objective_value, reporting
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +91,7 @@ def decide_once(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     decisions = policy.decide(snapshot, now=datetime.now(UTC))
     seconds = time.perf_counter() - started
-    objective, model = _reporting(config)
+    objective, model = reporting(config)
     replicas = {decision.key: decision.replicas for decision in decisions}
     print(
         json.dumps(
@@ -118,16 +116,6 @@ def decide_once(args: argparse.Namespace) -> int:
     return 0
 
 
-def _reporting(config: BaseModel | None) -> tuple[Objective, ThroughputModel]:
-    """The policy's own objective and throughput model when it has them, else the defaults."""
-    objective = getattr(config, "objective", None)
-    model = getattr(config, "model", None)
-    return (
-        objective if isinstance(objective, Objective) else Objective(),
-        model if isinstance(model, ThroughputModel) else ThroughputModel(),
-    )
-
-
 def _read_mapping(path: Path) -> dict[str, Any]:
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
@@ -147,7 +135,7 @@ def run_engine(args: argparse.Namespace) -> int:
     name, policy, policy_config = policy_from(config)
     kube = Kube(api_client(kubeconfig=args.kubeconfig))
     metrics = engine_metrics()
-    objective, model = _reporting(policy_config)
+    objective, model = reporting(policy_config)
     source = config.prometheus
     cluster = KubeCluster(kube, namespaces=config.namespaces)
     throughput = PrometheusThroughput(

@@ -10,6 +10,7 @@ from autoscaler.clients.kube import HPAS, JOBS, Kube, NotFoundError, api_client
 from autoscaler.engine.config import load_config
 from autoscaler.engine.explain import explain
 from autoscaler.policies.registry import find
+from autoscaler.policies.speedup import reporting
 from autoscaler.policies.throughput_model import ThroughputModel
 
 
@@ -52,8 +53,7 @@ def _model(path: Path | None) -> ThroughputModel:
     """The throughput model of the engine's policy, when its config says one."""
     config = load_config(path)
     plugin = find(config.policy.name)
-    model = getattr(plugin.config_model.model_validate(config.policy.config), "model", None)
-    return model if isinstance(model, ThroughputModel) else ThroughputModel()
+    return reporting(plugin.config_model.model_validate(config.policy.config))[1]
 
 
 def render(report: dict[str, Any]) -> str:

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from autoscaler.policies.contract import Policy
 from autoscaler.policies.objective import Objective
 from autoscaler.policies.registry import PolicyError, find
+from autoscaler.policies.speedup import reporting
 from autoscaler.policies.throughput_model import ThroughputModel
 
 
@@ -77,10 +78,5 @@ def built(choice: PolicyChoice) -> Built:
         parsed: BaseModel = plugin.config_model.model_validate(dict(choice.config))
     except ValueError as error:
         raise PolicyError(f"policy {choice.name!r}: {error}") from error
-    objective = getattr(parsed, "objective", None)
-    model = getattr(parsed, "model", None)
-    return Built(
-        policy=plugin.build(parsed),
-        objective=objective if isinstance(objective, Objective) else Objective(),
-        model=model if isinstance(model, ThroughputModel) else ThroughputModel(),
-    )
+    objective, model = reporting(parsed)
+    return Built(policy=plugin.build(parsed), objective=objective, model=model)
