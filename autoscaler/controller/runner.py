@@ -76,6 +76,7 @@ class Operator:
     ) -> None:
         self.kube, self.config, self.clock = kube, config, clock
         self.metrics = metrics or operator_metrics()
+        self._counted, self._counted_lock = (0, 0), threading.Lock()
         self.queue = WorkQueue()
         self.events = EventRecorder(kube)
         self._expectations: dict[ObjectKey, _Expectation] = {}
@@ -167,8 +168,15 @@ class Operator:
             finally:
                 self.queue.done(key)
                 self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
-                self.metrics.api_requests.set(self.kube.requests)
-                self.metrics.api_writes.set(self.kube.writes)
+                self._count_requests()
+
+    def _count_requests(self) -> None:
+        """Bring the request counters up to the client's totals (workers share the client)."""
+        with self._counted_lock:
+            requests, writes = self.kube.requests, self.kube.writes
+            self.metrics.api_requests.inc(requests - self._counted[0])
+            self.metrics.api_writes.inc(writes - self._counted[1])
+            self._counted = (requests, writes)
 
     # -- events --------------------------------------------------------------------------------
 

@@ -12,8 +12,8 @@ class OperatorMetrics:
     reconcile_errors: Counter
     reconcile_seconds: Histogram
     queue_depth: Gauge
-    api_requests: Gauge
-    api_writes: Gauge
+    api_requests: Counter
+    api_writes: Counter
     leader: Gauge
 
 
@@ -37,10 +37,10 @@ def operator_metrics() -> OperatorMetrics:
         queue_depth=Gauge(
             f"{prefix}_workqueue_depth", "Jobs waiting to be reconciled", registry=registry
         ),
-        api_requests=Gauge(
+        api_requests=Counter(
             f"{prefix}_api_requests", "Requests sent to the API server", registry=registry
         ),
-        api_writes=Gauge(
+        api_writes=Counter(
             f"{prefix}_api_writes", "Writes sent to the API server", registry=registry
         ),
         leader=Gauge(
