@@ -12,9 +12,8 @@ import shlex
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from tests.support.polling import wait_for
 from tests.support.processes import free_port, http_get, log_tail, start_process, stop_process
 from tests.support.prometheus import PrometheusServer
 from tests.support.serviceaccounts import Access, allowed, who_am_i
-from tests.support.training import Kubelet, Trainer, remove_jobs_and_pods
+from tests.support.training import Kubelet, Trainer, gpu_node, remove_jobs_and_pods
 
 pytestmark = pytest.mark.integration
 JSON = dict[str, Any]
@@ -531,21 +530,6 @@ def test_engine_runs_with_its_service_account_and_the_deployments_arguments(
         assert scaled["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] > 1
         assert c.ANNOTATION_STATE in scaled["metadata"]["annotations"]
     assert f"system:serviceaccount:{NS}:{ENGINE}" not in log.read_text(), log_tail(log, lines=80)
-
-
-@contextmanager
-def gpu_node(api: client.ApiClient, *, gpus: int) -> Iterator[str]:
-    """A Ready Node with GPUs (only its API object: nothing schedules or runs here)."""
-    core, name = client.CoreV1Api(api), f"gpu-node-{uuid.uuid4().hex[:6]}"
-    core.create_node({"metadata": {"name": name}})
-    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "test"}
-    resources = {GPU: str(gpus), "cpu": "8", "memory": "32Gi", "pods": "110"}
-    status = {"capacity": resources, "allocatable": resources, "conditions": [ready]}
-    core.patch_node_status(name, {"status": status})
-    try:
-        yield name
-    finally:
-        core.delete_node(name)
 
 
 def _run_a_job(

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from kubernetes import client
 
 from autoscaler.api import coordinates as c
 from autoscaler.training import ThroughputReporter
+
+GPU = "nvidia.com/gpu"
 
 
 class Kubelet:
@@ -100,3 +104,18 @@ def remove_jobs_and_pods(api: client.ApiClient, namespace: str) -> None:
         c.GROUP, c.VERSION, namespace, c.PLURAL
     )
     client.CoreV1Api(api).delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+
+
+@contextmanager
+def gpu_node(api: client.ApiClient, *, gpus: int) -> Iterator[str]:
+    """A Ready Node with GPUs (only its API object: nothing schedules or runs here)."""
+    core, name = client.CoreV1Api(api), f"gpu-node-{uuid.uuid4().hex[:6]}"
+    core.create_node({"metadata": {"name": name}})
+    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "test"}
+    resources = {GPU: str(gpus), "cpu": "8", "memory": "32Gi", "pods": "110"}
+    status = {"capacity": resources, "allocatable": resources, "conditions": [ready]}
+    core.patch_node_status(name, {"status": status})
+    try:
+        yield name
+    finally:
+        core.delete_node(name)

@@ -1,0 +1,140 @@
+"""The engine's `Cluster` on the real API server: which jobs it sizes, the capacity it measures,
+`/scale` writes (stale counts refused, real write conflicts retried), state and Events."""
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from autoscaler.api import coordinates as c
+from autoscaler.clients.engine_cluster import KubeCluster
+from autoscaler.clients.kube import JOBS, Kube, api_client
+from autoscaler.engine.ports import Owner
+from tests.integration.test_operator import Cluster, elastic_job
+from tests.support.controlplane import ControlPlane
+from tests.support.polling import wait_for
+from tests.support.training import GPU, gpu_node, remove_jobs_and_pods
+
+pytestmark = pytest.mark.integration
+JSON = dict[str, Any]
+
+
+@pytest.fixture
+def kube(control_plane: ControlPlane) -> Iterator[Kube]:
+    kube = Kube(api_client(kubeconfig=str(control_plane.kubeconfig_path)))
+    yield kube
+    kube.close()
+
+
+def gpu_job(name: str, *, gpus: str = "2", **policy: Any) -> JSON:
+    job = elastic_job(name, replicas=1, low=1, high=4, **policy)
+    container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"limits": {GPU: gpus}}
+    return job
+
+
+def test_jobs_capacity_scale_state_and_events(
+    crd: JSON, kube_api: client.ApiClient, namespace: str, kube: Kube
+) -> None:
+    users = Cluster(kube_api, namespace)
+    users.create(gpu_job("engine-owned"))
+    users.create(
+        gpu_job(
+            "hpa-owned",
+            metrics=[
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": 80},
+                    },
+                }
+            ],
+        )
+    )
+    opted_out = gpu_job("opted-out")
+    opted_out["metadata"]["annotations"] = {c.ANNOTATION_OPT_OUT: "true", c.ANNOTATION_WEIGHT: "3"}
+    users.create(opted_out)
+    cluster = KubeCluster(kube, namespaces=[namespace])
+    try:
+        owners = {
+            job.name: (job.owner, job.weight, dict(job.resources_per_replica))
+            for job in cluster.jobs()
+        }
+        assert owners == {
+            "engine-owned": (Owner.ENGINE, 1.0, {GPU: 2.0}),
+            "hpa-owned": (Owner.HPA, 1.0, {GPU: 2.0}),
+            "opted-out": (Owner.OPTED_OUT, 3.0, {GPU: 2.0}),
+        }
+        _check_capacity(cluster, kube_api=kube_api, namespace=namespace)
+        _check_scale(cluster, kube=kube, namespace=namespace)
+    finally:
+        cluster.close()
+        remove_jobs_and_pods(kube_api, namespace)
+
+
+def _check_capacity(cluster: KubeCluster, *, kube_api: client.ApiClient, namespace: str) -> None:
+    """8 GPUs of a Node, minus 2 a pod outside the engine's jobs requests; the engine's own
+    jobs' pods do not count against it (they are what it hands out)."""
+    core = client.CoreV1Api(kube_api)
+    foreign = {
+        "metadata": {"name": "notebook"},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {GPU: "2"}}}]},
+    }
+    core.create_namespaced_pod(namespace, foreign)
+    cluster.jobs()  # which jobs are the engine's
+    with gpu_node(kube_api, gpus=8):
+        assert cluster.capacity()[GPU] == 6.0
+        core.delete_namespaced_pod("notebook", namespace, grace_period_seconds=0)
+        assert cluster.capacity()[GPU] == 8.0
+
+
+def _check_scale(cluster: KubeCluster, *, kube: Kube, namespace: str) -> None:
+    [job] = [job for job in cluster.jobs() if job.name == "engine-owned"]
+    written = cluster.scale(job, replicas=3)
+    assert (written.written, written.replicas, written.error) == (True, 3, "")
+    stale = cluster.scale(job, replicas=2)  # decided from 1, but the job has 3 now
+    assert (stale.written, stale.replicas) == (False, 3)
+    assert "changed to 3" in stale.error
+    [job] = [job for job in cluster.jobs() if job.name == "engine-owned"]
+    puts = _conflict_on_first_put(kube, namespace=namespace)
+    retried = cluster.scale(job, replicas=4)
+    assert (retried.written, retried.replicas) == (True, 4)
+    assert puts == ["conflict", "written"]  # the real API server refused the stale write once
+    cluster.save_state(job, state='{"rescales": 2}')
+    annotations = kube.get(JOBS, namespace, "engine-owned")["metadata"]["annotations"]
+    assert annotations[c.ANNOTATION_STATE] == '{"rescales": 2}'
+    cluster.event(job, reason="Rescaled", message="3 -> 4 workers")
+    wait_for(lambda: "Rescaled" in engine_events(kube, namespace), what="the engine's Event")
+
+
+def _conflict_on_first_put(kube: Kube, *, namespace: str) -> list[str]:
+    """Make the API server answer the next /scale PUT with 409: someone else writes the job
+    between the engine's read and its write."""
+    outcomes: list[str] = []
+    send = kube.request
+
+    def request(method: str, path: str, **options: Any) -> JSON:
+        if method == "PUT" and path.endswith("/scale") and not outcomes:
+            patch = {"metadata": {"annotations": {"touched": "by someone else"}}}
+            kube.merge_patch(JOBS, namespace, "engine-owned", patch)
+            try:
+                return send(method, path, **options)
+            except Exception:
+                outcomes.append("conflict")
+                raise
+        result = send(method, path, **options)
+        if method == "PUT":
+            outcomes.append("written")
+        return result
+
+    kube.request = request  # type: ignore[method-assign]
+    return outcomes
+
+
+def engine_events(kube: Kube, namespace: str) -> list[str]:
+    events = kube.request("GET", f"/api/v1/namespaces/{namespace}/events")["items"]
+    return [
+        event["reason"] for event in events if event["involvedObject"]["name"] == "engine-owned"
+    ]
