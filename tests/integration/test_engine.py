@@ -144,6 +144,10 @@ def test_engine_converges_to_the_optimum_and_stays_put(
         assert "Rescaled" in cluster.events("linear")
         state = cluster.job("linear")["metadata"]["annotations"][c.ANNOTATION_STATE]
         assert '"rescales"' in state
+        status, body = http_get(f"http://127.0.0.1:{port}/metrics")  # before the jobs go
+        assert status == 200
+        series = f'autoscaler_job_desired_replicas{{namespace="{cluster.ns}",pytorchjob="linear"}}'
+        assert f"{series} 6.0" in body
         explained = explain(control_plane, f"{cluster.ns}/linear")
         assert explained.returncode == 0, explained.stderr
         assert "Owner:     engine" in explained.stdout
@@ -162,10 +166,6 @@ def test_engine_converges_to_the_optimum_and_stays_put(
         f"\nconverged in {writes[-1] + 1} rounds of {INTERVAL:g} s ({len(writes)} with writes),"
         f" then {len(times) - converged} rounds without a write"
     )
-    status, body = http_get(f"http://127.0.0.1:{port}/metrics")
-    assert status == 200
-    series = f'autoscaler_job_desired_replicas{{namespace="{cluster.ns}",pytorchjob="linear"}}'
-    assert f"{series} 6.0" in body
 
 
 def _rounds(path: Path) -> dict[str, list[dict[str, Any]]]:
