@@ -75,19 +75,30 @@ def test_jobs_capacity_scale_state_and_events(
 
 
 def _check_capacity(cluster: KubeCluster, *, kube_api: client.ApiClient, namespace: str) -> None:
-    """8 GPUs of a Node, minus 2 a pod outside the engine's jobs requests; the engine's own
-    jobs' pods do not count against it (they are what it hands out)."""
+    """A Node's 8 GPUs, minus what pods outside the engine's jobs request; the engine's own
+    workers do not count against it (they are what it hands out). Other pods of the session (the
+    operator may be running the HPA-owned and opted-out jobs) count too, so the checks are
+    differences."""
     core = client.CoreV1Api(kube_api)
-    foreign = {
-        "metadata": {"name": "notebook"},
-        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {GPU: "2"}}}]},
-    }
-    core.create_namespaced_pod(namespace, foreign)
     cluster.jobs()  # which jobs are the engine's
     with gpu_node(kube_api, gpus=8):
-        assert cluster.capacity()[GPU] == 6.0
+        base = cluster.capacity()[GPU]
+        assert 0 <= base <= 8
+        core.create_namespaced_pod(namespace, gpu_pod("notebook", labels={}))
+        assert cluster.capacity()[GPU] == max(0.0, base - 2)
+        worker = {c.LABEL_JOB_NAME: "engine-owned", c.LABEL_REPLICA_TYPE: c.WORKER.lower()}
+        core.create_namespaced_pod(namespace, gpu_pod("engine-owned-worker-9", labels=worker))
+        assert cluster.capacity()[GPU] == max(0.0, base - 2)
         core.delete_namespaced_pod("notebook", namespace, grace_period_seconds=0)
-        assert cluster.capacity()[GPU] == 8.0
+        assert cluster.capacity()[GPU] == base
+
+
+def gpu_pod(name: str, *, labels: dict[str, str]) -> JSON:
+    resources = {"limits": {GPU: "2"}}
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": resources}]},
+    }
 
 
 def _check_scale(cluster: KubeCluster, *, kube: Kube, namespace: str) -> None:
