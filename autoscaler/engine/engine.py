@@ -10,12 +10,13 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from autoscaler.engine.config import EngineConfig
 from autoscaler.engine.ports import Cluster, JobKey, ManagedJob, Owner, ThroughputSource
+from autoscaler.engine.report import Outcome, RoundReport, export, log_records
 from autoscaler.engine.settle import (
     Settled,
     fit_capacity,
@@ -35,30 +36,6 @@ from autoscaler.policies.speedup import job_curve, objective_value
 from autoscaler.policies.throughput_model import ThroughputModel
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    job: ManagedJob
-    settled: Settled
-    written: bool = False
-    error: str = ""
-    observed: float | None = None
-    predicted: float | None = None
-
-
-@dataclass(frozen=True)
-class RoundReport:
-    time: datetime
-    policy: str
-    snapshot: Snapshot
-    solve_seconds: float
-    objective: float
-    fallback: str = ""  # the reason every count was kept, when the policy failed
-    outcomes: tuple[Outcome, ...] = field(default_factory=tuple)
-
-    def replicas(self) -> dict[JobKey, int]:
-        return {outcome.job.key: outcome.settled.replicas for outcome in self.outcomes}
 
 
 @dataclass(frozen=True)
@@ -335,9 +312,9 @@ class Engine:
 
     def _record(self, report: RoundReport, *, capacity: Mapping[str, float]) -> None:
         if self.decision_log:
-            self.decision_log.write(_log_records(report))
+            self.decision_log.write(log_records(report))
         if self.metrics:
-            _export(self.metrics, report, capacity=capacity)
+            export(self.metrics, report, capacity=capacity)
 
     def _forget_gone(self, keys: set[JobKey]) -> None:
         for key in set(self.states) - keys:
@@ -365,56 +342,3 @@ def _essence(state: JobState) -> str:
             decision and (decision.reason, decision.replicas),
         )
     )
-
-
-def _log_records(report: RoundReport) -> list[dict[str, Any]]:
-    return [
-        {
-            "time": report.time.isoformat(),
-            "policy": report.policy,
-            "objective": report.objective,
-            "solve_seconds": report.solve_seconds,
-            "namespace": o.job.namespace,
-            "name": o.job.name,
-            "min_replicas": o.job.min_replicas,
-            "max_replicas": o.job.max_replicas,
-            "replicas_before": o.job.replicas,
-            "proposed": o.settled.steps[0].replicas,
-            "replicas": o.settled.replicas,
-            "reason": o.settled.reason,
-            "message": o.settled.steps[-1].message,
-            "steps": [step.model_dump() for step in o.settled.steps],
-            "written": o.written,
-            "error": o.error,
-            "observed_samples_per_second": o.observed,
-            "predicted_samples_per_second": o.predicted,
-        }
-        for o in report.outcomes
-    ]
-
-
-def _export(metrics: EngineMetrics, report: RoundReport, *, capacity: Mapping[str, float]) -> None:
-    metrics.rounds.labels("fallback" if report.fallback else "ok").inc()
-    if report.fallback:
-        metrics.fallbacks.labels(report.fallback).inc()
-    metrics.solve_seconds.observe(report.solve_seconds)
-    metrics.objective.set(report.objective)
-    for o in report.outcomes:
-        labels = (o.job.namespace, o.job.name)
-        metrics.decisions.labels(o.settled.reason).inc()
-        metrics.desired.labels(*labels).set(o.settled.replicas)
-        metrics.current.labels(*labels).set(o.settled.replicas if o.written else o.job.replicas)
-        metrics.minimum.labels(*labels).set(o.job.min_replicas)
-        metrics.maximum.labels(*labels).set(o.job.max_replicas)
-        if o.observed is not None:
-            metrics.observed.labels(*labels).set(o.observed)
-        if o.predicted is not None:
-            metrics.predicted.labels(*labels).set(o.predicted)
-    for resource, available in capacity.items():
-        metrics.capacity.labels(resource).set(available)
-        used = sum(
-            (o.settled.replicas if o.written else o.job.replicas)
-            * o.job.resources_per_replica.get(resource, 0.0)
-            for o in report.outcomes
-        )
-        metrics.capacity_used.labels(resource).set(used)

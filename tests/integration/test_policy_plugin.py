@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 from autoscaler.engine.config import EngineConfig, PolicySelection, SettleConfig
-from autoscaler.engine.engine import Engine, RoundReport
+from autoscaler.engine.engine import Engine
 from autoscaler.engine.ports import ManagedJob
+from autoscaler.engine.report import RoundReport
 from autoscaler.policies.contract import PolicyPlugin, Snapshot
 from autoscaler.policies.registry import build, find
 from tests.support.memory_cluster import GPU, START, CurveThroughput, MemoryCluster, make_job

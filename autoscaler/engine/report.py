@@ -1,0 +1,88 @@
+"""What a round did (`RoundReport`), and how it is recorded: decision-log lines and metrics."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from autoscaler.engine.ports import JobKey, ManagedJob
+from autoscaler.engine.settle import Settled
+from autoscaler.observability.engine_metrics import EngineMetrics
+from autoscaler.policies.contract import Snapshot
+
+
+@dataclass(frozen=True)
+class Outcome:
+    job: ManagedJob
+    settled: Settled
+    written: bool = False
+    error: str = ""
+    observed: float | None = None
+    predicted: float | None = None
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    time: datetime
+    policy: str
+    snapshot: Snapshot
+    solve_seconds: float
+    objective: float
+    fallback: str = ""  # the reason every count was kept, when the policy failed
+    outcomes: tuple[Outcome, ...] = field(default_factory=tuple)
+
+    def replicas(self) -> dict[JobKey, int]:
+        return {outcome.job.key: outcome.settled.replicas for outcome in self.outcomes}
+
+
+def log_records(report: RoundReport) -> list[dict[str, Any]]:
+    return [
+        {
+            "time": report.time.isoformat(),
+            "policy": report.policy,
+            "objective": report.objective,
+            "solve_seconds": report.solve_seconds,
+            "namespace": o.job.namespace,
+            "name": o.job.name,
+            "min_replicas": o.job.min_replicas,
+            "max_replicas": o.job.max_replicas,
+            "replicas_before": o.job.replicas,
+            "proposed": o.settled.steps[0].replicas,
+            "replicas": o.settled.replicas,
+            "reason": o.settled.reason,
+            "message": o.settled.steps[-1].message,
+            "steps": [step.model_dump() for step in o.settled.steps],
+            "written": o.written,
+            "error": o.error,
+            "observed_samples_per_second": o.observed,
+            "predicted_samples_per_second": o.predicted,
+        }
+        for o in report.outcomes
+    ]
+
+
+def export(metrics: EngineMetrics, report: RoundReport, *, capacity: Mapping[str, float]) -> None:
+    metrics.rounds.labels("fallback" if report.fallback else "ok").inc()
+    if report.fallback:
+        metrics.fallbacks.labels(report.fallback).inc()
+    metrics.solve_seconds.observe(report.solve_seconds)
+    metrics.objective.set(report.objective)
+    for o in report.outcomes:
+        labels = (o.job.namespace, o.job.name)
+        metrics.decisions.labels(o.settled.reason).inc()
+        metrics.desired.labels(*labels).set(o.settled.replicas)
+        metrics.current.labels(*labels).set(o.settled.replicas if o.written else o.job.replicas)
+        metrics.minimum.labels(*labels).set(o.job.min_replicas)
+        metrics.maximum.labels(*labels).set(o.job.max_replicas)
+        if o.observed is not None:
+            metrics.observed.labels(*labels).set(o.observed)
+        if o.predicted is not None:
+            metrics.predicted.labels(*labels).set(o.predicted)
+    for resource, available in capacity.items():
+        metrics.capacity.labels(resource).set(available)
+        used = sum(
+            (o.settled.replicas if o.written else o.job.replicas)
+            * o.job.resources_per_replica.get(resource, 0.0)
+            for o in report.outcomes
+        )
+        metrics.capacity_used.labels(resource).set(used)
