@@ -25,476 +25,174 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from prometheus_client.metrics import MetricWrapperBase
-
 from autoscaler import metrics_contract as contract
-from autoscaler.observability.engine_metrics import JOB_LABELS, EngineMetrics, engine_metrics
+from autoscaler.observability import grafana as g
+from autoscaler.observability.engine_metrics import EngineMetrics, engine_metrics
 from autoscaler.observability.metrics import OperatorMetrics, operator_metrics
 
 JSON = dict[str, Any]
-SCHEMA_VERSION: Final = 39
-DATASOURCE: Final[JSON] = {"type": "prometheus", "uid": "${datasource}"}
 NAMESPACE: Final = "elastic-autoscaler"  # where deploy/ puts the ConfigMaps
 SIDECAR_LABEL: Final = "grafana_dashboard"  # the label Grafana's dashboard sidecar looks for
-INSTANCE: Final = "instance"  # Prometheus' target label: one engine or operator replica
-QUANTILES: Final = (0.5, 0.9, 0.99)
-REFS: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-WIDTH: Final = 24  # Grafana's grid
-
-LABEL_NAMESPACE, LABEL_JOB = JOB_LABELS  # the engine's per-job labels
-
-
-# -- metric names, from the metric objects -------------------------------------------------------
-
-
-def _described(metric: MetricWrapperBase) -> tuple[str, str]:
-    (described,) = metric.describe()
-    return described.name, described.type
-
-
-def series(metric: MetricWrapperBase) -> str:
-    """The series a query selects: a gauge's name, a counter's `_total`."""
-    name, kind = _described(metric)
-    if kind == "counter":
-        return f"{name}_total"
-    if kind == "gauge":
-        return name
-    raise ValueError(f"{name} is a {kind}: select its buckets with `buckets`")
-
-
-def buckets(metric: MetricWrapperBase) -> str:
-    name, kind = _described(metric)
-    if kind != "histogram":
-        raise ValueError(f"{name} is a {kind}, not a histogram")
-    return f"{name}_bucket"
-
-
-def label(metric: MetricWrapperBase, name: str) -> str:
-    """`name`, once checked to be one of the metric's labels."""
-    names: tuple[str, ...] = metric._labelnames
-    if name not in names:
-        raise ValueError(f"{_described(metric)[0]} has no label {name!r} (only {names})")
-    return name
-
-
-def _select(name: str, *matchers: str) -> str:
-    return f"{name}{{{', '.join(matchers)}}}" if matchers else name
-
-
-def _matches(labelname: str, variable: str) -> str:
-    return f'{labelname}=~"${variable}"'
-
-
-ON_INSTANCE: Final = _matches(INSTANCE, "instance")
-
-
-def _job_series(metric: MetricWrapperBase) -> str:
-    """A per-job engine series, filtered by the dashboard's namespace, job and instance."""
-    return _select(
-        series(metric),
-        _matches(label(metric, LABEL_NAMESPACE), "namespace"),
-        _matches(label(metric, LABEL_JOB), "job"),
-        ON_INSTANCE,
-    )
-
-
-def _rate(selected: str, window: str = "$__rate_interval") -> str:
-    return f"rate({selected}[{window}])"
-
-
-def _quantiles(metric: MetricWrapperBase, *matchers: str) -> list[JSON]:
-    rate = _rate(_select(buckets(metric), *matchers))
-    return [
-        _target(f"histogram_quantile({q:g}, sum by (le) ({rate}))", f"p{round(q * 100)}")
-        for q in QUANTILES
-    ]
-
-
-# -- panels, variables, annotations --------------------------------------------------------------
-
-
-def _target(expr: str, legend: str) -> JSON:
-    return {"datasource": DATASOURCE, "expr": expr, "legendFormat": legend, "range": True}
-
-
-def _panel(kind: str, title: str, description: str, targets: Sequence[JSON], width: int) -> JSON:
-    return {
-        "type": kind,
-        "title": title,
-        "description": description,
-        "datasource": DATASOURCE,
-        "gridPos": {"h": 8 if kind == "timeseries" else 4, "w": width, "x": 0, "y": 0},
-        "targets": [{**t, "refId": REFS[i]} for i, t in enumerate(targets)],
-    }
-
-
-def timeseries(
-    title: str,
-    description: str,
-    targets: Sequence[JSON],
-    *,
-    unit: str,
-    width: int = 12,
-    decimals: int | None = None,
-    dashed: str | None = None,
-    no_value: str | None = None,
-) -> JSON:
-    """A time series panel; series whose display name matches the regex `dashed` are dashed."""
-    defaults: JSON = {
-        "unit": unit,
-        "min": 0,
-        "color": {"mode": "palette-classic"},
-        "custom": {
-            "drawStyle": "line",
-            "lineWidth": 1,
-            "fillOpacity": 10,
-            "showPoints": "never",
-            "spanNulls": False,
-        },
-    }
-    if decimals is not None:
-        defaults["decimals"] = decimals
-    if no_value is not None:
-        defaults["noValue"] = no_value
-    overrides = []
-    if dashed:
-        overrides.append(
-            {
-                "matcher": {"id": "byRegexp", "options": dashed},
-                "properties": [
-                    {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}},
-                    {"id": "custom.fillOpacity", "value": 0},
-                ],
-            }
-        )
-    return {
-        **_panel("timeseries", title, description, targets, width),
-        "fieldConfig": {"defaults": defaults, "overrides": overrides},
-        "options": {
-            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-            "tooltip": {"mode": "multi", "sort": "desc"},
-        },
-    }
-
-
-def stat(
-    title: str,
-    description: str,
-    targets: Sequence[JSON],
-    *,
-    unit: str,
-    width: int = 4,
-    mappings: Sequence[JSON] = (),
-    warn_from: float | None = None,
-    no_value: str | None = None,
-) -> JSON:
-    """A stat panel of each series' last value; red from `warn_from` on, else green."""
-    steps: list[JSON] = [{"color": "green", "value": None}]
-    if warn_from is not None:
-        steps.append({"color": "red", "value": warn_from})
-    defaults: JSON = {
-        "unit": unit,
-        "mappings": list(mappings),
-        "color": {"mode": "thresholds"},
-        "thresholds": {"mode": "absolute", "steps": steps},
-    }
-    if no_value is not None:
-        defaults["noValue"] = no_value
-    return {
-        **_panel("stat", title, description, targets, width),
-        "fieldConfig": {"defaults": defaults, "overrides": []},
-        "options": {
-            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-            "colorMode": "value",
-            "graphMode": "area",
-            "justifyMode": "auto",
-            "orientation": "auto",
-            "textMode": "auto",
-        },
-    }
-
-
-def _leader_mappings() -> list[JSON]:
-    return [
-        {
-            "type": "value",
-            "options": {
-                "0": {"text": "standby", "color": "yellow", "index": 1},
-                "1": {"text": "leader", "color": "green", "index": 0},
-            },
-        }
-    ]
-
-
-def datasource_variable() -> JSON:
-    return {
-        "name": "datasource",
-        "label": "Data source",
-        "type": "datasource",
-        "query": "prometheus",
-        "current": {},
-        "hide": 0,
-        "includeAll": False,
-        "multi": False,
-        "options": [],
-        "refresh": 1,
-        "regex": "",
-        "skipUrlSync": False,
-    }
-
-
-def query_variable(name: str, title: str, metric: str, labelname: str, *matchers: str) -> JSON:
-    """A multi-select variable (with All) of `labelname`'s values on `metric`'s series."""
-    query = f"label_values({_select(metric, *matchers)}, {labelname})"
-    return {
-        "name": name,
-        "label": title,
-        "type": "query",
-        "datasource": DATASOURCE,
-        "definition": query,
-        "query": query,
-        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
-        "hide": 0,
-        "includeAll": True,
-        "allValue": ".*",
-        "multi": True,
-        "options": [],
-        "refresh": 2,  # on time range change: jobs come and go
-        "regex": "",
-        "skipUrlSync": False,
-        "sort": 1,
-    }
-
-
-def annotation(
-    name: str, expr: str, *, title: str, text: str, tags: Sequence[str], color: str
-) -> JSON:
-    """A Prometheus annotation: a mark wherever `expr` has a value (title and tags from labels)."""
-    return {
-        "name": name,
-        "datasource": DATASOURCE,
-        "enable": True,
-        "hide": False,
-        "iconColor": color,
-        "expr": expr,
-        "titleFormat": title,
-        "textFormat": text,
-        "tagKeys": ",".join(tags),
-        "useValueForTime": False,
-    }
-
-
-BUILT_IN_ANNOTATIONS: Final[JSON] = {
-    "builtIn": 1,
-    "datasource": {"type": "grafana", "uid": "-- Grafana --"},
-    "enable": True,
-    "hide": True,
-    "iconColor": "rgba(0, 211, 255, 1)",
-    "name": "Annotations & Alerts",
-    "type": "dashboard",
-}
-
-
-def _placed(panels: Sequence[JSON]) -> list[JSON]:
-    """Ids in order, and positions: left to right, a new row when the next panel does not fit."""
-    placed, x, y, row_height = [], 0, 0, 0
-    for index, panel in enumerate(panels, start=1):
-        w, h = panel["gridPos"]["w"], panel["gridPos"]["h"]
-        if x + w > WIDTH:
-            x, y, row_height = 0, y + row_height, 0
-        placed.append({"id": index, **panel, "gridPos": {"h": h, "w": w, "x": x, "y": y}})
-        x, row_height = x + w, max(row_height, h)
-    return placed
-
-
-def dashboard(
-    *,
-    uid: str,
-    title: str,
-    description: str,
-    variables: Sequence[JSON],
-    annotations: Sequence[JSON],
-    panels: Sequence[JSON],
-) -> JSON:
-    return {
-        "uid": uid,
-        "title": title,
-        "description": description,
-        "tags": ["elastic-autoscaler", "pytorch"],
-        "editable": True,
-        "graphTooltip": 1,  # a shared crosshair: one instant across every panel
-        "timezone": "browser",
-        "time": {"from": "now-3h", "to": "now"},
-        "refresh": "30s",
-        "schemaVersion": SCHEMA_VERSION,
-        "version": 1,
-        "links": [],
-        "templating": {"list": [datasource_variable(), *variables]},
-        "annotations": {"list": [BUILT_IN_ANNOTATIONS, *annotations]},
-        "panels": _placed(panels),
-    }
-
-
-# -- the dashboards ------------------------------------------------------------------------------
+LABEL_NAMESPACE, LABEL_JOB = g.LABEL_NAMESPACE, g.LABEL_JOB
 
 
 def scaling_decisions(m: EngineMetrics | None = None) -> JSON:
     """What the engine decided and why: every job's replicas against its bounds, the reasons,
     throughput observed against predicted, the capacity, the objective and the policy itself."""
     m = m or engine_metrics()
-    on = ON_INSTANCE
-    reason, result = label(m.decisions, "reason"), label(m.writes, "result")
-    resource, fallback = label(m.capacity, "resource"), label(m.fallbacks, "reason")
-    rounds_by = label(m.rounds, "result")
-    label(m.capacity_used, resource)  # both capacity gauges share the label
+    on = g.ON_INSTANCE
+    reason, result = g.label(m.decisions, "reason"), g.label(m.writes, "result")
+    resource, fallback = g.label(m.capacity, "resource"), g.label(m.fallbacks, "reason")
+    rounds_by = g.label(m.rounds, "result")
+    g.label(m.capacity_used, resource)  # both capacity gauges share the label
     job_legend = f"{{{{{LABEL_NAMESPACE}}}}}/{{{{{LABEL_JOB}}}}}"
-    desired = _job_series(m.desired)
-    training = _select(
+    desired = g.job_series(m.desired)
+    training = g.select(
         contract.SAMPLES_TOTAL,
-        _matches(contract.LABEL_NAMESPACE, "namespace"),
-        _matches(contract.LABEL_JOB_NAME, "job"),
+        g.matches(contract.LABEL_NAMESPACE, "namespace"),
+        g.matches(contract.LABEL_JOB_NAME, "job"),
     )
-    decisions = _select(series(m.decisions), on)
-    fallbacks = _select(series(m.fallbacks), on)
-    writes = _select(series(m.writes), on)
-    written = _select(series(m.writes), on, f'{result}="written"')
-    unavailable = _select(series(m.metrics_unavailable), on)
-    used_by = f"sum by ({resource}) ({_select(series(m.capacity_used), on)})"
-    available_by = f"sum by ({resource}) ({_select(series(m.capacity), on)})"
+    decisions = g.select(g.series(m.decisions), on)
+    fallbacks = g.select(g.series(m.fallbacks), on)
+    writes = g.select(g.series(m.writes), on)
+    written = g.select(g.series(m.writes), on, f'{result}="written"')
+    unavailable = g.select(g.series(m.metrics_unavailable), on)
+    used_by = f"sum by ({resource}) ({g.select(g.series(m.capacity_used), on)})"
+    available_by = f"sum by ({resource}) ({g.select(g.series(m.capacity), on)})"
     panels = [
-        stat(
+        g.stat(
             "Engine leader",
             "Which engine replica holds the lease (only the leader decides).",
-            [_target(_select(series(m.leader), on), "{{instance}}")],
+            [g.target(g.select(g.series(m.leader), on), "{{instance}}")],
             unit="none",
-            mappings=_leader_mappings(),
+            mappings=g.leader_mappings(),
         ),
-        stat(
+        g.stat(
             "Jobs sized",
             "Elastic jobs the engine sized in its last round.",
-            [_target(f"count({desired})", "jobs")],
+            [g.target(f"count({desired})", "jobs")],
             unit="none",
             no_value="0",
         ),
-        stat(
+        g.stat(
             "Rescales",
             "Worker counts written through /scale in the time range.",
-            [_target(f"sum(increase({written}[$__range]))", "rescales")],
+            [g.target(f"sum(increase({written}[$__range]))", "rescales")],
             unit="none",
             no_value="0",
         ),
-        stat(
+        g.stat(
             "Policy fallbacks",
             "Rounds in the time range that kept every count because the policy failed.",
-            [_target(f"sum(increase({fallbacks}[$__range]))", "fallbacks")],
+            [g.target(f"sum(increase({fallbacks}[$__range]))", "fallbacks")],
             unit="none",
             warn_from=1,
             no_value="0",
         ),
-        stat(
+        g.stat(
             "Readings missing",
             "Job throughput readings missing or invalid in the time range (jobs held).",
-            [_target(f"sum(increase({unavailable}[$__range]))", "missing")],
+            [g.target(f"sum(increase({unavailable}[$__range]))", "missing")],
             unit="none",
             warn_from=1,
         ),
-        stat(
+        g.stat(
             "Capacity used",
             "Share of each resource the engine may hand out that its jobs hold.",
-            [_target(f"{used_by} / {available_by}", f"{{{{{resource}}}}}")],
+            [g.target(f"{used_by} / {available_by}", f"{{{{{resource}}}}}")],
             unit="percentunit",
         ),
-        timeseries(
+        g.timeseries(
             "Replicas",
             "Each job's worker count: desired (the engine's settled count), current (its spec) "
             "and the elasticPolicy bounds (dashed).",
             [
-                _target(desired, f"{job_legend} desired"),
-                _target(_job_series(m.current), f"{job_legend} current"),
-                _target(_job_series(m.minimum), f"{job_legend} min"),
-                _target(_job_series(m.maximum), f"{job_legend} max"),
+                g.target(desired, f"{job_legend} desired"),
+                g.target(g.job_series(m.current), f"{job_legend} current"),
+                g.target(g.job_series(m.minimum), f"{job_legend} min"),
+                g.target(g.job_series(m.maximum), f"{job_legend} max"),
             ],
             unit="none",
-            width=WIDTH,
+            width=g.WIDTH,
             decimals=0,
             dashed="/ (min|max)$/",
         ),
-        timeseries(
+        g.timeseries(
             "Decisions by reason",
             "The final reason of every job's decision, per second (one decision per job and "
             "round).",
-            [_target(f"sum by ({reason}) ({_rate(decisions)})", f"{{{{{reason}}}}}")],
+            [g.target(f"sum by ({reason}) ({g.rate(decisions)})", f"{{{{{reason}}}}}")],
             unit="cps",
         ),
-        timeseries(
+        g.timeseries(
             "Scale writes by result",
             "Writes through /scale: written, unchanged (already there) or error.",
-            [_target(f"sum by ({result}) ({_rate(writes)})", f"{{{{{result}}}}}")],
+            [g.target(f"sum by ({result}) ({g.rate(writes)})", f"{{{{{result}}}}}")],
             unit="wps",
         ),
-        timeseries(
+        g.timeseries(
             "Throughput: observed vs predicted",
             "Samples/s the engine read for each job, what its model predicts at the desired "
             "count (dashed), and what the training pods report (their counter's rate).",
             [
-                _target(_job_series(m.observed), f"{job_legend} observed"),
-                _target(_job_series(m.predicted), f"{job_legend} predicted"),
-                _target(
+                g.target(g.job_series(m.observed), f"{job_legend} observed"),
+                g.target(g.job_series(m.predicted), f"{job_legend} predicted"),
+                g.target(
                     f"sum by ({contract.LABEL_NAMESPACE}, {contract.LABEL_JOB_NAME}) "
-                    f"({_rate(training)})",
+                    f"({g.rate(training)})",
                     f"{{{{{contract.LABEL_NAMESPACE}}}}}/{{{{{contract.LABEL_JOB_NAME}}}}} "
                     "reported",
                 ),
             ],
             unit="suffix: samples/s",
-            width=WIDTH,
+            width=g.WIDTH,
             dashed="/ predicted$/",
         ),
-        timeseries(
+        g.timeseries(
             "Capacity: available vs used",
             "Resources the engine may hand out (dashed) and what its jobs hold after each round.",
             [
-                _target(available_by, f"{{{{{resource}}}}} available"),
-                _target(used_by, f"{{{{{resource}}}}} used"),
+                g.target(available_by, f"{{{{{resource}}}}} available"),
+                g.target(used_by, f"{{{{{resource}}}}} used"),
             ],
             unit="none",
             dashed="/ available$/",
         ),
-        timeseries(
+        g.timeseries(
             "Objective value",
             "The policy's objective at the settled counts (higher is better).",
-            [_target(f"max({_select(series(m.objective), on)})", "objective")],
+            [g.target(f"max({g.select(g.series(m.objective), on)})", "objective")],
             unit="none",
         ),
-        timeseries(
+        g.timeseries(
             "Policy solve time",
             "Time the policy took to decide, quantiles over the rounds.",
-            _quantiles(m.solve_seconds, on),
+            g.quantiles(m.solve_seconds, on),
             unit="s",
         ),
-        timeseries(
+        g.timeseries(
             "Rounds by result",
             "Decision rounds per second: ok, or fallback (every count kept).",
             [
-                _target(
-                    f"sum by ({rounds_by}) ({_rate(_select(series(m.rounds), on))})",
+                g.target(
+                    f"sum by ({rounds_by}) ({g.rate(g.select(g.series(m.rounds), on))})",
                     f"{{{{{rounds_by}}}}}",
                 )
             ],
             unit="cps",
         ),
-        timeseries(
+        g.timeseries(
             "Policy fallbacks by reason",
             "Rounds that kept every count: the policy failed, overran its budget, returned "
             "something invalid or was still running.",
-            [_target(f"sum by ({fallback}) ({_rate(fallbacks)})", f"{{{{{fallback}}}}}")],
+            [g.target(f"sum by ({fallback}) ({g.rate(fallbacks)})", f"{{{{{fallback}}}}}")],
             unit="cps",
             no_value="0",
         ),
-        timeseries(
+        g.timeseries(
             "Throughput unavailable",
             "Job readings missing or invalid per second; such jobs keep their count.",
-            [_target(f"sum({_rate(unavailable)})", "missing")],
+            [g.target(f"sum({g.rate(unavailable)})", "missing")],
             unit="cps",
         ),
     ]
@@ -502,26 +200,26 @@ def scaling_decisions(m: EngineMetrics | None = None) -> JSON:
         f"sum by ({reason}) (increase({decisions}[$__rate_interval])) > 0 unless "
         f"sum by ({reason}) (increase({decisions}[$__rate_interval] offset $__rate_interval)) > 0"
     )
-    return dashboard(
+    return g.dashboard(
         uid="autoscaler-scaling-decisions",
         title="Elastic autoscaler: scaling decisions",
         description="What the engine decided for each elastic PyTorchJob, and why.",
         variables=[
-            query_variable("instance", "Engine", series(m.leader), INSTANCE),
-            query_variable(
-                "namespace", "Namespace", series(m.desired), LABEL_NAMESPACE, ON_INSTANCE
+            g.query_variable("instance", "Engine", g.series(m.leader), g.INSTANCE),
+            g.query_variable(
+                "namespace", "Namespace", g.series(m.desired), LABEL_NAMESPACE, g.ON_INSTANCE
             ),
-            query_variable(
+            g.query_variable(
                 "job",
                 "PyTorchJob",
-                series(m.desired),
+                g.series(m.desired),
                 LABEL_JOB,
-                ON_INSTANCE,
-                _matches(LABEL_NAMESPACE, "namespace"),
+                g.ON_INSTANCE,
+                g.matches(LABEL_NAMESPACE, "namespace"),
             ),
         ],
         annotations=[
-            annotation(
+            g.annotation(
                 "Rescales",
                 f"changes({desired}[$__rate_interval]) > 0",
                 title=f"{job_legend} rescaled",
@@ -529,7 +227,7 @@ def scaling_decisions(m: EngineMetrics | None = None) -> JSON:
                 tags=[LABEL_NAMESPACE, LABEL_JOB],
                 color="blue",
             ),
-            annotation(
+            g.annotation(
                 "Decision reasons",
                 new_reason,
                 title=f"{{{{{reason}}}}}",
@@ -537,7 +235,7 @@ def scaling_decisions(m: EngineMetrics | None = None) -> JSON:
                 tags=[reason],
                 color="purple",
             ),
-            annotation(
+            g.annotation(
                 "Policy fallbacks",
                 f"sum by ({fallback}) (increase({fallbacks}[$__rate_interval])) > 0",
                 title=f"{{{{{fallback}}}}}",
@@ -553,85 +251,85 @@ def scaling_decisions(m: EngineMetrics | None = None) -> JSON:
 def operator_health(m: OperatorMetrics | None = None) -> JSON:
     """Is the operator keeping up: reconciles, errors, latency, its queue and its API calls."""
     m = m or operator_metrics()
-    on = ON_INSTANCE
-    result = label(m.reconciles, "result")
-    reconciles = _select(series(m.reconciles), on)
-    errors = _select(series(m.reconcile_errors), on)
-    depth = _select(series(m.queue_depth), on)
+    on = g.ON_INSTANCE
+    result = g.label(m.reconciles, "result")
+    reconciles = g.select(g.series(m.reconciles), on)
+    errors = g.select(g.series(m.reconcile_errors), on)
+    depth = g.select(g.series(m.queue_depth), on)
     panels = [
-        stat(
+        g.stat(
             "Operator leader",
             "Which operator replica holds the lease (only the leader reconciles).",
-            [_target(_select(series(m.leader), on), "{{instance}}")],
+            [g.target(g.select(g.series(m.leader), on), "{{instance}}")],
             unit="none",
             width=6,
-            mappings=_leader_mappings(),
+            mappings=g.leader_mappings(),
         ),
-        stat(
+        g.stat(
             "Reconciles",
             "Reconcile passes per second.",
-            [_target(f"sum({_rate(reconciles)})", "reconciles")],
+            [g.target(f"sum({g.rate(reconciles)})", "reconciles")],
             unit="ops",
             width=6,
         ),
-        stat(
+        g.stat(
             "Reconcile error ratio",
             "Share of reconcile passes that failed.",
-            [_target(f"sum({_rate(errors)}) / sum({_rate(reconciles)})", "errors")],
+            [g.target(f"sum({g.rate(errors)}) / sum({g.rate(reconciles)})", "errors")],
             unit="percentunit",
             width=6,
             warn_from=0.05,
         ),
-        stat(
+        g.stat(
             "Work-queue depth",
             "Jobs waiting to be reconciled.",
-            [_target(f"sum({depth})", "depth")],
+            [g.target(f"sum({depth})", "depth")],
             unit="none",
             width=6,
             warn_from=100,
         ),
-        timeseries(
+        g.timeseries(
             "Reconciles by result",
             "Reconcile passes per second, ok or error.",
-            [_target(f"sum by ({result}) ({_rate(reconciles)})", f"{{{{{result}}}}}")],
+            [g.target(f"sum by ({result}) ({g.rate(reconciles)})", f"{{{{{result}}}}}")],
             unit="ops",
         ),
-        timeseries(
+        g.timeseries(
             "Reconcile errors",
             "Failed reconcile passes per second (each is retried with backoff).",
-            [_target(f"sum({_rate(errors)})", "errors")],
+            [g.target(f"sum({g.rate(errors)})", "errors")],
             unit="ops",
         ),
-        timeseries(
+        g.timeseries(
             "Reconcile duration",
             "Time of one reconcile pass, its writes included: quantiles.",
-            _quantiles(m.reconcile_seconds, on),
+            g.quantiles(m.reconcile_seconds, on),
             unit="s",
         ),
-        timeseries(
+        g.timeseries(
             "Work-queue depth by replica",
             "Jobs waiting to be reconciled, per operator replica.",
-            [_target(depth, "{{instance}}")],
+            [g.target(depth, "{{instance}}")],
             unit="none",
             decimals=0,
         ),
-        timeseries(
+        g.timeseries(
             "API server requests and writes",
             "Requests the operator sends to the API server per second, and the writes among "
             "them (both are running totals).",
             [
-                _target(f"sum({_rate(_select(series(m.api_requests), on))})", "requests"),
-                _target(f"sum({_rate(_select(series(m.api_writes), on))})", "writes"),
+                g.target(f"sum({g.rate(g.select(g.series(m.api_requests), on))})", "requests"),
+                g.target(f"sum({g.rate(g.select(g.series(m.api_writes), on))})", "writes"),
             ],
             unit="reqps",
-            width=WIDTH,
+            width=g.WIDTH,
         ),
     ]
-    return dashboard(
+    return g.dashboard(
         uid="autoscaler-operator-health",
         title="Elastic autoscaler: operator health",
         description="Whether the PyTorchJob operator keeps up with its jobs.",
-        variables=[query_variable("instance", "Operator", series(m.leader), INSTANCE)],
+        variables=[g.query_variable("instance", "Operator", g.series(m.leader), g.INSTANCE)],
         annotations=[],
         panels=panels,
     )
