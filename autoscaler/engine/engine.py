@@ -218,11 +218,12 @@ class Engine:
         objective: float,
         now: datetime,
     ) -> Outcome:
-        state = self.states[job.key]
-        if not settled.held:  # a held job's "recommendation" is only its count: not a wish
-            state = remember(
-                state, recommendation=proposal.replicas, now=now, config=self.config.settle
-            )
+        state = remember(
+            self.states[job.key],
+            recommendation=proposal.replicas,
+            now=now,
+            config=self.config.settle,
+        )
         written, error = False, ""
         if settled.replicas != job.replicas:
             result = self.cluster.scale(job, replicas=settled.replicas)

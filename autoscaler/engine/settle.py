@@ -77,10 +77,6 @@ class Settled:
     def reason(self) -> str:
         return self.steps[-1].reason
 
-    @property
-    def held(self) -> bool:
-        return any(step.name == "hold" for step in self.steps)
-
 
 def settle(
     job: ManagedJob,

@@ -225,20 +225,3 @@ def test_metrics_of_a_round() -> None:
     assert sample("autoscaler_job_observed_throughput_samples_per_second", labels) > 0
     assert sample("autoscaler_capacity_available", {"resource": GPU}) == 16
     assert sample("autoscaler_rounds_total", {"result": "ok"}) == 3
-
-
-def test_held_rounds_do_not_feed_the_scale_down_window() -> None:
-    """A held job's count is not a recommendation: after a cooldown, a scale-down is
-    stabilised only by what the policy really wished."""
-    settle = SettleConfig(
-        settle_seconds=0, cooldown_seconds=60, scale_down_stabilization_seconds=90
-    )
-    engine, _, _ = setup(
-        [make_job("linear")], config=CONFIG.model_copy(update={"settle": settle})
-    )
-    first = engine.run_once(now=START)
-    assert first.outcomes[0].written
-    second = engine.run_once(now=START + timedelta(seconds=30))
-    assert second.outcomes[0].settled.reason == "RescaleCooldown"
-    recommendations = engine.states[("ns", "linear")].recommendations
-    assert [at for at, _ in recommendations] == [START]
