@@ -5,6 +5,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -158,12 +159,19 @@ def run_engine(args: argparse.Namespace) -> int:
         decision_log=DecisionLog(config.decision_log) if config.decision_log else None,
     )
 
+    health = RoundHealth(interval=config.interval_seconds)
+
     def work(stop: threading.Event) -> None:
-        _schedule(engine, interval=config.interval_seconds, stop=stop)
+        _schedule(engine, interval=config.interval_seconds, stop=stop, health=health)
 
     try:
         return run_service(
-            args, kube=kube, registry=metrics.registry, leader=metrics.leader, work=work
+            args,
+            kube=kube,
+            registry=metrics.registry,
+            leader=metrics.leader,
+            work=work,
+            ready=health.ok,
         )
     finally:
         engine.close()
@@ -172,13 +180,31 @@ def run_engine(args: argparse.Namespace) -> int:
         kube.close()
 
 
-def _schedule(engine: Engine, *, interval: float, stop: threading.Event) -> None:
+class RoundHealth:
+    """/healthz of the leader: unhealthy once no round has completed for three intervals (and at
+    least a minute), e.g. the API server has been unreachable that long or a round hangs."""
+
+    def __init__(self, *, interval: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock, self.allowed = clock, max(3 * interval, 60.0)
+        self.last = clock()
+
+    def beat(self) -> None:
+        self.last = self.clock()
+
+    def ok(self) -> bool:
+        return self.clock() - self.last <= self.allowed
+
+
+def _schedule(
+    engine: Engine, *, interval: float, stop: threading.Event, health: RoundHealth
+) -> None:
     """A round now and every interval after; a round never overlaps the next; stop waits for it."""
     scheduler = BackgroundScheduler(timezone=UTC)
 
     def round_() -> None:
         try:
             report = engine.run_once(now=datetime.now(UTC))
+            health.beat()
             log.info(
                 "round: %d jobs, %d written, policy %.3f s%s",
                 len(report.outcomes),

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.cli.engine_command import RoundHealth
 from autoscaler.policies.contract import JobSnapshot, Snapshot
 from tests.unit.test_cli import run
 
@@ -99,3 +100,17 @@ def test_engine_rejects_a_bad_config_before_touching_a_cluster(tmp_path: Path) -
     result = run("engine", "--config", str(config), "--kubeconfig", str(tmp_path / "absent"))
     assert result.returncode == 2
     assert result.stderr == "error: settle.cooldown: Extra inputs are not permitted\n"
+
+
+def test_the_leaders_health_follows_completed_rounds() -> None:
+    now = [0.0]
+    health = RoundHealth(interval=30, clock=lambda: now[0])
+    now[0] = 90.0
+    assert health.ok()  # three intervals without a round: still fine
+    now[0] = 91.0
+    assert not health.ok()  # API server down or a round stuck for longer
+    health.beat()
+    assert health.ok()
+    short = RoundHealth(interval=1, clock=lambda: now[0])
+    now[0] += 59
+    assert short.ok()  # never less than a minute
