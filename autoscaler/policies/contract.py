@@ -4,6 +4,7 @@ Field names of `Snapshot` and `Decision` are a public contract (JSON schema in
 `docs/snapshot.schema.json`); add fields, never rename them.
 """
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -68,8 +69,8 @@ class Snapshot(BaseModel):
 
     @model_validator(mode="after")
     def _unique(self) -> "Snapshot":
-        keys = [job.key for job in self.jobs]
-        duplicates = sorted({f"{ns}/{name}" for ns, name in keys if keys.count((ns, name)) > 1})
+        counts = Counter(job.key for job in self.jobs)
+        duplicates = sorted(f"{ns}/{name}" for (ns, name), count in counts.items() if count > 1)
         if duplicates:
             raise ValueError(f"jobs listed twice: {', '.join(duplicates)}")
         return self

@@ -280,3 +280,8 @@ def test_old_points_weigh_less() -> None:
     fresh = curve(points=points, ages={}, low=1, high=5, model=model)
     stale_three = curve(points=points, ages={3: 6000.0}, low=1, high=5, model=model)
     assert stale_three[4] > fresh[4]  # forgetting the bad point at 3 predicts more at 5
+
+
+def test_a_snapshot_lists_each_job_once() -> None:
+    with pytest.raises(ValueError, match=r"jobs listed twice: ns/a \[type"):
+        Snapshot(jobs=[job("a"), job("b"), job("a")])
