@@ -184,13 +184,18 @@ def fit_capacity(
 ) -> dict[JobKey, Settled]:
     """Undo scale-ups, largest first, while the result needs more than there is (or than now)."""
     result = dict(settled)
+    now = _totals(jobs, {job.key: job.replicas for job in jobs}, capacity=capacity)
+    wanted = _totals(jobs, {key: one.replicas for key, one in result.items()}, capacity=capacity)
     growing = sorted(
         (job for job in jobs if result[job.key].replicas > job.replicas),
         key=lambda job: -_extra(job, result[job.key].replicas),
     )
     for job in growing:
-        if all(_fits(jobs, result, resource=r, limit=limit) for r, limit in capacity.items()):
+        if all(wanted[r] <= limit + 1e-9 or wanted[r] <= now[r] for r, limit in capacity.items()):
             break
+        for resource in capacity:
+            size = job.resources_per_replica.get(resource, 0.0)
+            wanted[resource] -= (result[job.key].replicas - job.replicas) * size
         step = Step(
             name="capacity",
             replicas=job.replicas,
@@ -205,11 +210,13 @@ def _extra(job: ManagedJob, replicas: int) -> float:
     return sum(size * (replicas - job.replicas) for size in job.resources_per_replica.values())
 
 
-def _fits(
-    jobs: Sequence[ManagedJob], settled: Mapping[JobKey, Settled], *, resource: str, limit: float
-) -> bool:
-    wanted = sum(
-        settled[job.key].replicas * job.resources_per_replica.get(resource, 0.0) for job in jobs
-    )
-    now = sum(job.replicas * job.resources_per_replica.get(resource, 0.0) for job in jobs)
-    return wanted <= limit + 1e-9 or wanted <= now
+def _totals(
+    jobs: Sequence[ManagedJob], counts: Mapping[JobKey, int], *, capacity: Mapping[str, float]
+) -> dict[str, float]:
+    """What the jobs at these counts request, per resource of the capacity."""
+    return {
+        resource: sum(
+            counts[job.key] * job.resources_per_replica.get(resource, 0.0) for job in jobs
+        )
+        for resource in capacity
+    }
