@@ -26,13 +26,13 @@ from autoscaler.engine.settle import (
     settle,
     usable_reading,
 )
-from autoscaler.engine.snapshot import snapshot
+from autoscaler.engine.snapshot import pinned, snapshot
 from autoscaler.engine.state import DecisionRecord, JobState, Step
 from autoscaler.observability.decision_log import DecisionLog
 from autoscaler.observability.engine_metrics import EngineMetrics
-from autoscaler.policies.contract import Decision, JobSnapshot, Policy, Snapshot
+from autoscaler.policies.contract import Decision, Policy, Snapshot
 from autoscaler.policies.objective import Objective
-from autoscaler.policies.speedup import job_curve, objective_value
+from autoscaler.policies.speedup import JobCurve, curves, objective_value
 from autoscaler.policies.throughput_model import ThroughputModel
 
 log = logging.getLogger(__name__)
@@ -83,24 +83,24 @@ class Engine:
         )
         restart = self.config.restart_seconds
         view = snapshot(jobs, self.states, capacity=capacity, now=now, restart_seconds=restart)
-        pinned = snapshot(
-            jobs, self.states, capacity=capacity, now=now, restart_seconds=restart, holds=holds
-        )
-        proposals = self._decide(pinned, jobs=jobs, now=now)
+        proposals = self._decide(pinned(view, holds), jobs=jobs, now=now)
         settled = self._settle(jobs, proposals=proposals, holds=holds, capacity=capacity, now=now)
+        fitted = curves(view, model=self.model)  # once: for the objective and the predictions
         counts = {key: one.replicas for key, one in settled.items()}
-        objective = objective_value(view, counts, objective=self.objective, model=self.model)
+        objective = objective_value(
+            view, counts, objective=self.objective, model=self.model, fitted=fitted
+        )
         outcomes = tuple(
             self._act(
                 job,
                 settled[job.key],
                 proposals.steps[job.key],
                 reading=readings[job.key],
-                view_job=view_job,
+                curve=fitted[job.key],
                 objective=objective,
                 now=now,
             )
-            for job, view_job in zip(jobs, view.jobs, strict=True)
+            for job in jobs
         )
         report = RoundReport(
             time=now,
@@ -214,7 +214,7 @@ class Engine:
         proposal: Step,
         *,
         reading: float | None,
-        view_job: JobSnapshot,
+        curve: JobCurve,
         objective: float,
         now: datetime,
     ) -> Outcome:
@@ -253,7 +253,6 @@ class Engine:
         self._announce(job, record, previous=state.last_decision, error=error)
         self.states[job.key] = state.with_decision(record)
         self._save(job, now=now)
-        curve = job_curve(view_job, model=self.model)
         predicted = curve.at(settled.replicas) if curve.known else None
         return Outcome(
             job=job,

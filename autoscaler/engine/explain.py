@@ -7,8 +7,8 @@ import numpy as np
 
 from autoscaler.engine.jobs import managed_job
 from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.snapshot import job_snapshot
 from autoscaler.engine.state import JobState
-from autoscaler.policies.contract import JobSnapshot
 from autoscaler.policies.speedup import job_curve
 from autoscaler.policies.throughput_model import ThroughputModel
 
@@ -88,18 +88,7 @@ def _curve(
     job: ManagedJob, state: JobState, *, now: datetime, model: ThroughputModel
 ) -> list[JSON]:
     """T(n) over the job's range: observed, fitted, or not to be chosen yet (exploration bound)."""
-    view = JobSnapshot(
-        namespace=job.namespace,
-        name=job.name,
-        min_replicas=job.min_replicas,
-        max_replicas=job.max_replicas,
-        replicas=max(job.min_replicas, min(job.replicas, job.max_replicas)),
-        throughput={n: p.samples_per_second for n, p in state.throughput.items()},
-        throughput_age_seconds={
-            n: max(0.0, (now - p.observed_at).total_seconds()) for n, p in state.throughput.items()
-        },
-    )
-    curve = job_curve(view, model=model)
+    curve = job_curve(job_snapshot(job, state, now=now), model=model)
     rows = []
     for offset, value in enumerate(curve.throughput):
         count = job.min_replicas + offset

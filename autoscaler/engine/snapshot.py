@@ -13,17 +13,15 @@ def job_snapshot(
     state: JobState,
     *,
     now: datetime,
-    restart_seconds: float,
-    held: Step | None = None,
+    restart_seconds: float | None = None,
 ) -> JobSnapshot:
-    """The job as a policy sees it; a held job is presented with min = max = its count."""
-    low, high = (job.replicas, job.replicas) if held else (job.min_replicas, job.max_replicas)
+    """The job as a policy sees it."""
     remaining = None if job.max_restarts is None else job.max_restarts - state.rescales
     return JobSnapshot(
         namespace=job.namespace,
         name=job.name,
-        min_replicas=low,
-        max_replicas=high,
+        min_replicas=job.min_replicas,
+        max_replicas=job.max_replicas,
         replicas=job.replicas,
         resources_per_replica=dict(job.resources_per_replica),
         weight=job.weight,
@@ -47,19 +45,23 @@ def snapshot(
     capacity: Mapping[str, float],
     now: datetime,
     restart_seconds: float,
-    holds: Mapping[JobKey, Step | None] | None = None,
 ) -> Snapshot:
-    holds = holds or {}
     return Snapshot(
         capacity=dict(capacity),
         jobs=[
-            job_snapshot(
-                job,
-                states[job.key],
-                now=now,
-                restart_seconds=restart_seconds,
-                held=holds.get(job.key),
-            )
+            job_snapshot(job, states[job.key], now=now, restart_seconds=restart_seconds)
             for job in jobs
         ],
     )
+
+
+def pinned(view: Snapshot, holds: Mapping[JobKey, Step | None]) -> Snapshot:
+    """The snapshot a policy is given: a held job is presented with min = max = its count, so
+    the others are planned around it."""
+    jobs = [
+        job.model_copy(update={"min_replicas": job.replicas, "max_replicas": job.replicas})
+        if holds.get(job.key)
+        else job
+        for job in view.jobs
+    ]
+    return view.model_copy(update={"jobs": jobs})

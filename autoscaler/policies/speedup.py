@@ -52,24 +52,30 @@ def current_count(job: JobSnapshot) -> int:
     return min(max(job.replicas, job.min_replicas), job.max_replicas)
 
 
+def curves(snapshot: Snapshot, *, model: ThroughputModel) -> dict[JobKey, JobCurve]:
+    return {job.key: job_curve(job, model=model) for job in snapshot.jobs}
+
+
 def objective_value(
     snapshot: Snapshot,
     replicas: Mapping[JobKey, int],
     *,
     objective: Objective,
     model: ThroughputModel,
+    fitted: Mapping[JobKey, JobCurve] | None = None,
 ) -> float:
     """The objective of a set of counts, exactly as `Objective` defines it.
 
     Jobs with no throughput data, or sized where their curve is unknown, have no speedup and are
-    left out of the sum.
+    left out of the sum. `fitted`: the snapshot's curves when the caller has them already.
     """
+    fitted = fitted if fitted is not None else curves(snapshot, model=model)
     speedups, weights = [], []
     for job in snapshot.jobs:
-        job_curve_ = job_curve(job, model=model)
+        curve = fitted[job.key]
         count = replicas.get(job.key, job.replicas)
-        if job_curve_.known and np.isfinite(job_curve_.at(count)):
-            speedups.append(job_curve_.at(count) / job_curve_.throughput[0])
+        if curve.known and np.isfinite(curve.at(count)):
+            speedups.append(curve.at(count) / curve.throughput[0])
             weights.append(job.weight)
     return objective.value(np.array(speedups), weights=np.array(weights))
 
