@@ -27,7 +27,6 @@ from autoscaler.policies.contract import Policy, Snapshot
 from autoscaler.policies.registry import (
     DEFAULT_POLICY,
     PolicyError,
-    build,
     find,
     installed,
     load_entry,
@@ -87,8 +86,8 @@ def list_policies(args: argparse.Namespace) -> int:
 def decide_once(args: argparse.Namespace) -> int:
     snapshot = Snapshot.model_validate_json(args.snapshot.read_text())
     plugin = find(args.policy)
-    config = plugin.config_model.model_validate(_read_mapping(args.config)) if args.config else None
-    policy = build(plugin, config.model_dump() if config else {})
+    config = plugin.config_model.model_validate(_read_mapping(args.config) if args.config else {})
+    policy = plugin.build(config)
     started = time.perf_counter()
     decisions = policy.decide(snapshot, now=datetime.now(UTC))
     seconds = time.perf_counter() - started
