@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from autoscaler.engine.ports import JobKey, ManagedJob
-from autoscaler.engine.settle import Settled
+from autoscaler.engine.settle import Settled, requested
 from autoscaler.observability.engine_metrics import EngineMetrics
 from autoscaler.policies.contract import Snapshot
 
@@ -19,6 +19,11 @@ class Outcome:
     error: str = ""
     observed: float | None = None
     predicted: float | None = None
+
+    @property
+    def current(self) -> int:
+        """The job's count after the round: the settled one if it was written."""
+        return self.settled.replicas if self.written else self.job.replicas
 
 
 @dataclass(frozen=True)
@@ -71,18 +76,15 @@ def export(metrics: EngineMetrics, report: RoundReport, *, capacity: Mapping[str
         labels = (o.job.namespace, o.job.name)
         metrics.decisions.labels(o.settled.reason).inc()
         metrics.desired.labels(*labels).set(o.settled.replicas)
-        metrics.current.labels(*labels).set(o.settled.replicas if o.written else o.job.replicas)
+        metrics.current.labels(*labels).set(o.current)
         metrics.minimum.labels(*labels).set(o.job.min_replicas)
         metrics.maximum.labels(*labels).set(o.job.max_replicas)
         if o.observed is not None:
             metrics.observed.labels(*labels).set(o.observed)
         if o.predicted is not None:
             metrics.predicted.labels(*labels).set(o.predicted)
+    counts = {o.job.key: o.current for o in report.outcomes}
+    used = requested([o.job for o in report.outcomes], counts, capacity=capacity)
     for resource, available in capacity.items():
         metrics.capacity.labels(resource).set(available)
-        used = sum(
-            (o.settled.replicas if o.written else o.job.replicas)
-            * o.job.resources_per_replica.get(resource, 0.0)
-            for o in report.outcomes
-        )
-        metrics.capacity_used.labels(resource).set(used)
+        metrics.capacity_used.labels(resource).set(used[resource])

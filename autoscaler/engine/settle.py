@@ -184,8 +184,8 @@ def fit_capacity(
 ) -> dict[JobKey, Settled]:
     """Undo scale-ups, largest first, while the result needs more than there is (or than now)."""
     result = dict(settled)
-    now = _totals(jobs, {job.key: job.replicas for job in jobs}, capacity=capacity)
-    wanted = _totals(jobs, {key: one.replicas for key, one in result.items()}, capacity=capacity)
+    now = requested(jobs, {job.key: job.replicas for job in jobs}, capacity=capacity)
+    wanted = requested(jobs, {key: one.replicas for key, one in result.items()}, capacity=capacity)
     growing = sorted(
         (job for job in jobs if result[job.key].replicas > job.replicas),
         key=lambda job: -_extra(job, result[job.key].replicas),
@@ -210,7 +210,7 @@ def _extra(job: ManagedJob, replicas: int) -> float:
     return sum(size * (replicas - job.replicas) for size in job.resources_per_replica.values())
 
 
-def _totals(
+def requested(
     jobs: Sequence[ManagedJob], counts: Mapping[JobKey, int], *, capacity: Mapping[str, float]
 ) -> dict[str, float]:
     """What the jobs at these counts request, per resource of the capacity."""
