@@ -48,3 +48,6 @@ ANNOTATION_OPT_OUT: Final = f"{ENGINE_PREFIX}/opt-out"  # "true": the engine nev
 ANNOTATION_WEIGHT: Final = f"{ENGINE_PREFIX}/weight"  # the job's weight in the objective
 ANNOTATION_STATE: Final = f"{ENGINE_PREFIX}/state"  # the engine's memory of the job (JSON)
 ENGINE_NAME: Final = "elastic-autoscaler-engine"
+
+# The extended resource of NVIDIA GPUs: what the engine's jobs share by default.
+GPU_RESOURCE: Final = "nvidia.com/gpu"

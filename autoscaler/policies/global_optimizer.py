@@ -12,6 +12,7 @@ from datetime import datetime
 import numpy as np
 from pydantic import Field, PositiveFloat
 
+from autoscaler.api import coordinates as c
 from autoscaler.policies.contract import Decision, JobSnapshot, PolicyConfig, PolicyPlugin, Snapshot
 from autoscaler.policies.objective import Floats, Objective
 from autoscaler.policies.solver import (
@@ -23,7 +24,7 @@ from autoscaler.policies.solver import (
 from autoscaler.policies.speedup import JobCurve, current_count, job_curve
 from autoscaler.policies.throughput_model import ThroughputModel
 
-GPU = "nvidia.com/gpu"
+GPU = c.GPU_RESOURCE
 
 
 class GlobalOptimizerConfig(PolicyConfig):

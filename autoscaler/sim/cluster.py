@@ -17,10 +17,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from autoscaler.api import coordinates as c
 from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
 from autoscaler.sim.state import JobState, Phase, SimState
 
-GPU = "nvidia.com/gpu"
+GPU = c.GPU_RESOURCE
 
 
 @dataclass(frozen=True)
