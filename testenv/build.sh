@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager and etcd from the wrapper module into a cache
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler and etcd from the wrapper module into a cache
 # outside the repository, keyed by the Kubernetes and Go versions. A cache hit builds nothing.
 # Prints the cache directory on stdout (last line).
 set -euo pipefail
@@ -10,7 +10,7 @@ K8S=$(version_of k8s.io/kubernetes)
 ETCD=$(version_of go.etcd.io/etcd/server/v3)
 MINOR=$(echo "$K8S" | cut -d. -f2)
 OUT="${AUTOSCALER_TESTENV_CACHE:-$HOME/.cache/elastic-autoscaler}/k8s-$K8S-etcd-$ETCD-$(go env GOVERSION)"
-if [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/kube-controller-manager" ] && [ -x "$OUT/etcd" ]; then
+if [ -x "$OUT/kube-apiserver" ] && [ -x "$OUT/kube-controller-manager" ] && [ -x "$OUT/kube-scheduler" ] && [ -x "$OUT/etcd" ]; then
   echo "$OUT"; exit 0
 fi
 avail_kb=$(df -Pk "$HOME" | awk 'NR==2{print $4}')
@@ -27,6 +27,8 @@ go build -trimpath -tags=$TAGS -ldflags "-s -w $V" -o "$OUT.tmp/kube-apiserver" 
 echo "build.sh: kube-apiserver built in $(( $(date +%s) - start ))s" >&2
 go build -trimpath -tags=$TAGS -ldflags "-s -w $V" -o "$OUT.tmp/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager >&2
 echo "build.sh: kube-controller-manager built at $(( $(date +%s) - start ))s" >&2
+go build -trimpath -tags=$TAGS -ldflags "-s -w $V" -o "$OUT.tmp/kube-scheduler" k8s.io/kubernetes/cmd/kube-scheduler >&2
+echo "build.sh: kube-scheduler built at $(( $(date +%s) - start ))s" >&2
 go build -trimpath -ldflags "-s -w" -o "$OUT.tmp/etcd" go.etcd.io/etcd/server/v3 >&2
 echo "build.sh: etcd built at $(( $(date +%s) - start ))s" >&2
 rm -rf "$OUT"; mv "$OUT.tmp" "$OUT"
