@@ -1,4 +1,4 @@
-"""A real kube-apiserver + etcd (+ optional kube-controller-manager) for integration tests.
+"""A real kube-apiserver + etcd (+ optional kube-controller-manager, kube-scheduler) for tests.
 
 Follows /work/shared/reference/k8s-testenv.md section 5.4: static-token authentication, RBAC,
 a serving certificate from a throwaway CA (clients verify TLS), everything on 127.0.0.1.
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from kubernetes import client, config
 
 from tests.support.processes import (
     StartupError,
@@ -40,7 +41,7 @@ POLL = 0.1
 
 
 def binaries_dir(*, build_timeout: float = 3600.0) -> Path:
-    """The directory holding kube-apiserver, kube-controller-manager and etcd.
+    """The directory holding kube-apiserver, kube-controller-manager, kube-scheduler and etcd.
 
     Runs testenv/build.sh, which only builds on a cache miss and prints the directory last.
     AUTOSCALER_TESTENV_BIN overrides the lookup entirely.
@@ -67,7 +68,7 @@ def binaries_dir(*, build_timeout: float = 3600.0) -> Path:
         found = Path(lines[-1])
     missing = [
         n
-        for n in ("kube-apiserver", "kube-controller-manager", "etcd")
+        for n in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd")
         if not (found / n).is_file()
     ]
     if missing:
@@ -84,20 +85,30 @@ class _User:
 
 
 class ControlPlane:
-    """etcd + kube-apiserver as child processes; kube-controller-manager on demand."""
+    """etcd + kube-apiserver as child processes; kube-controller-manager, kube-scheduler on
+    demand."""
 
-    def __init__(self, *, bin_dir: Path, startup_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        *,
+        bin_dir: Path,
+        startup_timeout: float = 60.0,
+        apiserver_flags: Sequence[str] = (),
+    ) -> None:
         self._bin = bin_dir
         self._timeout = startup_timeout
+        self._apiserver_flags = tuple(apiserver_flags)
         self._workdir: Path | None = None
         self._etcd: subprocess.Popen[bytes] | None = None
         self._apiserver: subprocess.Popen[bytes] | None = None
         self._kcm: subprocess.Popen[bytes] | None = None
+        self._scheduler: subprocess.Popen[bytes] | None = None
         self._users: dict[str, _User] = {}
         self._kubeconfigs: dict[str, Path] = {}
         self.url = ""
         self.startup_seconds = 0.0
         self.kcm_startup_seconds = 0.0
+        self.scheduler_startup_seconds = 0.0
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -138,7 +149,7 @@ class ControlPlane:
         self.startup_seconds = time.monotonic() - start
 
     def start_controller_manager(
-        self, *, controllers: Sequence[str] = DEFAULT_CONTROLLERS
+        self, *, controllers: Sequence[str] = DEFAULT_CONTROLLERS, flags: Sequence[str] = ()
     ) -> float:
         """Start kube-controller-manager once; returns the seconds it took to get ready."""
         if self._kcm is not None and self._kcm.poll() is None:
@@ -158,6 +169,7 @@ class ControlPlane:
                 "--horizontal-pod-autoscaler-sync-period=1s",
                 "--horizontal-pod-autoscaler-downscale-stabilization=0s",
                 "--v=2",
+                *flags,
             ],
             log_path=log,
         )
@@ -172,10 +184,48 @@ class ControlPlane:
         self.kcm_startup_seconds = time.monotonic() - start
         return self.kcm_startup_seconds
 
+    def start_scheduler(self) -> float:
+        """Start kube-scheduler once; returns the seconds it took to get ready.
+
+        Ready means it has scheduled something: a probe pod whose nodeSelector matches no node
+        gets its PodScheduled=False condition, which the scheduler writes only after its caches
+        synced and its scheduling loop runs (its log has no such line with leader election off).
+        """
+        if self._scheduler is not None and self._scheduler.poll() is None:
+            return self.scheduler_startup_seconds
+        start = time.monotonic()
+        kubeconfig = str(self.kubeconfig_path)
+        log = self._log("kube-scheduler")
+        self._scheduler = start_process(
+            [
+                str(self._bin / "kube-scheduler"),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--leader-elect=false",
+                "--secure-port=0",
+                "--v=2",
+            ],
+            log_path=log,
+        )
+        with _SchedulerProbe(self.kubeconfig_path) as probe:
+            wait_until(
+                probe.rejected,
+                timeout=self._timeout,
+                interval=POLL,
+                what="kube-scheduler to mark a probe pod unschedulable",
+                log_path=log,
+                proc=self._scheduler,
+            )
+        self.scheduler_startup_seconds = time.monotonic() - start
+        return self.scheduler_startup_seconds
+
     def stop(self, *, remove_workdir: bool = True) -> None:
-        if self._kcm is not None:
-            stop_process(self._kcm)
-            self._kcm = None
+        for attr in ("_scheduler", "_kcm"):
+            proc: subprocess.Popen[bytes] | None = getattr(self, attr)
+            if proc is not None:
+                stop_process(proc)
+                setattr(self, attr, None)
         self._stop_servers()
         if remove_workdir and self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
@@ -298,6 +348,7 @@ class ControlPlane:
                 "--allow-privileged=true",
                 "--disable-admission-plugins=ServiceAccount",
                 "--v=1",
+                *self._apiserver_flags,
             ],
             log_path=log,
         )
@@ -348,6 +399,42 @@ class ControlPlane:
             if proc is not None:
                 stop_process(proc)
                 setattr(self, attr, None)
+
+
+class _SchedulerProbe:
+    """A pod in 'default' that no node can take; deleted again on exit."""
+
+    NAME = "testenv-scheduler-probe"
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self._api = config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+        self._core = client.CoreV1Api(self._api)
+
+    def __enter__(self) -> _SchedulerProbe:
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": self.NAME},
+            "spec": {
+                "nodeSelector": {"testenv.invalid/scheduler-probe": "no-such-node"},
+                "containers": [{"name": "probe", "image": "none", "command": ["true"]}],
+            },
+        }
+        self._core.create_namespaced_pod("default", pod)
+        return self
+
+    def rejected(self) -> bool:
+        pod = self._core.read_namespaced_pod(self.NAME, "default")
+        return any(
+            cond.type == "PodScheduled" and cond.status == "False"
+            for cond in pod.status.conditions or []
+        )
+
+    def __exit__(self, *_: object) -> None:
+        try:
+            self._core.delete_namespaced_pod(self.NAME, "default", grace_period_seconds=0)
+        finally:
+            self._api.close()
 
 
 def _all_started(log: Path, controllers: Sequence[str]) -> bool:

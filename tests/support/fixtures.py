@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -12,6 +12,7 @@ from kubernetes import client, config
 from autoscaler.clients.kube import Kube
 from tests.support.controlplane import ControlPlane, binaries_dir
 from tests.support.external_metrics import ExternalMetricsServer, register, unregister
+from tests.support.node_agent import TEST_TIMING, NodeAgent, NodeSpec, default_base_env
 from tests.support.prometheus import PrometheusServer
 from tests.support.serviceaccounts import request_token, write_kubeconfig
 
@@ -49,6 +50,13 @@ def control_plane(
 def controller_manager(request: pytest.FixtureRequest, control_plane: ControlPlane) -> ControlPlane:
     """The control plane with kube-controller-manager (HPA, GC, namespace controllers) running."""
     _record(request, "kube-controller-manager", control_plane.start_controller_manager())
+    return control_plane
+
+
+@pytest.fixture(scope="session")
+def scheduler(request: pytest.FixtureRequest, control_plane: ControlPlane) -> ControlPlane:
+    """The control plane with kube-scheduler running (binds pods to Nodes; no kubelet)."""
+    _record(request, "kube-scheduler", control_plane.start_scheduler())
     return control_plane
 
 
@@ -123,3 +131,43 @@ def external_metrics(
     finally:
         unregister(kube_api)  # first, so the aggregator stops calling a stopped server
         server.stop()
+
+
+@pytest.fixture
+def start_node_agent(
+    scheduler: ControlPlane, kube_api: client.ApiClient, tmp_path: Path
+) -> Iterator[Callable[..., NodeAgent]]:
+    """`start_node_agent(nodes=[NodeSpec("node-0")], base_env=None, **timing) -> NodeAgent`.
+
+    Starts a NodeAgent (tests/support/node_agent.py) that runs the pods kube-scheduler binds
+    to `nodes` as local processes. Timing defaults to TEST_TIMING (1 s heartbeats, 1 s..4 s
+    back-off); `base_env` to default_base_env() (this venv's bin first on PATH, the repo on
+    PYTHONPATH). Every agent started is stopped at teardown.
+    """
+    agents: list[NodeAgent] = []
+
+    def start(
+        nodes: Sequence[NodeSpec] = (NodeSpec("node-0"),),
+        *,
+        base_env: Mapping[str, str] | None = None,
+        **timing: float,
+    ) -> NodeAgent:
+        agent = NodeAgent(
+            kube_api,
+            nodes,
+            workdir=tmp_path / f"node-agent-{len(agents)}",
+            base_env=default_base_env() if base_env is None else base_env,
+            **{**TEST_TIMING, **timing},
+        )
+        agents.append(agent)
+        return agent.start()
+
+    yield start
+    for agent in reversed(agents):
+        agent.stop()
+
+
+@pytest.fixture
+def node_agent(start_node_agent: Callable[..., NodeAgent]) -> NodeAgent:
+    """One NodeAgent with a single Node, node-0 (4 CPUs, 16Gi, 2 nvidia.com/gpu)."""
+    return start_node_agent()
