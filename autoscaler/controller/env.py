@@ -1,11 +1,19 @@
 """The torchrun environment of a pod, in upstream's order (reference §2.2), plus §10's fixes."""
 
 from autoscaler.api import coordinates as c
-from autoscaler.api.models import JSON, PyTorchJob, ReplicaSpec
+from autoscaler.api.models import JSON, ElasticPolicy, PyTorchJob, ReplicaSpec
 from autoscaler.controller.naming import replica_name
 
-# §10.9: without it every scale-up hangs on a rendezvous store key (torchrun-elastic.md §3.2).
+# Without it every scale-up of torchrun 2.13-2.15 hangs on a rendezvous store key nobody writes
+# (the rank-0 agent caches the workers' store address after its first round) and, after the
+# 60 s read timeout, ends the job.
 DISABLE_SHARED_STORE = {"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "1"}
+# c10d rendezvous settings for elastic jobs that set no rdzvConf. torchrun's defaults wait 30 s
+# after the minimum joins (last call) and call a silent node dead after 15 s (5 s x 3): measured
+# stalls of ~35 s per scale-up and ~48 s per scale-down. These cut the last call to 5 s and the
+# expiry to 6 s; a shorter expiry (2 s) let a joining node declare live ones dead and train in a
+# second world, so 6 s is the floor, and clocks must agree to well under 3 s.
+TUNED_RDZV_CONF = "last_call_timeout=5,keep_alive_interval=2,keep_alive_max_attempt=3"
 
 
 class MissingPortError(ValueError):
@@ -57,10 +65,18 @@ def elastic_env(job: PyTorchJob) -> list[JSON]:
         ("PET_MAX_RESTARTS", policy.max_restarts),
         ("PET_NPROC_PER_NODE", policy.n_proc_per_node),
         ("PET_RDZV_ID", policy.rdzv_id),
-        ("PET_RDZV_CONF", ",".join(f"{kv.key}={kv.value}" for kv in policy.rdzv_conf or [])),
+        ("PET_RDZV_CONF", rdzv_conf(policy)),
         ("PET_STANDALONE", "1" if policy.standalone else None),  # §10.3: upstream writes ""
     ]
     return env + [_var(name, str(value)) for name, value in optional if value not in (None, "")]
+
+
+def rdzv_conf(policy: ElasticPolicy) -> str:
+    """The job's own `rdzvConf`, else the tuned c10d settings (other backends: torch's)."""
+    if policy.rdzv_conf:
+        return ",".join(f"{kv.key}={kv.value}" for kv in policy.rdzv_conf)
+    backend = policy.rdzv_backend or c.DEFAULT_RDZV_BACKEND
+    return TUNED_RDZV_CONF if backend == c.DEFAULT_RDZV_BACKEND else ""
 
 
 def with_env(container: JSON, *, env: list[JSON], elastic: bool) -> JSON:

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from autoscaler.api import PyTorchJob, default_job
-from autoscaler.controller.env import torchrun_env, with_env
+from autoscaler.controller.env import TUNED_RDZV_CONF, torchrun_env, with_env
 
 CONTAINER = {"name": "pytorch", "image": "img"}
 
@@ -73,6 +73,7 @@ def env_of(j: PyTorchJob, replica_type: str = "Worker", index: int = 0) -> list[
                 ("PET_RDZV_BACKEND", "c10d"),
                 ("PET_NNODES", "2:2"),
                 ("PET_NPROC_PER_NODE", "4"),
+                ("PET_RDZV_CONF", TUNED_RDZV_CONF),
             ],
         ),
         (
@@ -90,6 +91,7 @@ def env_of(j: PyTorchJob, replica_type: str = "Worker", index: int = 0) -> list[
                 ("PET_RDZV_ENDPOINT", "j-worker-0:23456"),
                 ("PET_RDZV_BACKEND", "c10d"),
                 ("PET_NNODES", "1:3"),
+                ("PET_RDZV_CONF", TUNED_RDZV_CONF),
             ],
         ),
     ],
@@ -134,9 +136,25 @@ def test_env_order_and_values(case: str, expected: list[tuple[str, str]]) -> Non
 
 
 def test_empty_rdzv_conf_is_treated_as_absent() -> None:
-    """§10.4: upstream panics on `rdzvConf: []`."""
-    names = [name for name, _ in env_of(job(elasticPolicy={"rdzvConf": []}))]
-    assert "PET_RDZV_CONF" not in names
+    """Upstream panics on `rdzvConf: []`; here it is absent: c10d gets the tuned settings."""
+    assert dict(env_of(job(elasticPolicy={"rdzvConf": []})))["PET_RDZV_CONF"] == TUNED_RDZV_CONF
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ({}, TUNED_RDZV_CONF),
+        ({"rdzvBackend": "c10d"}, TUNED_RDZV_CONF),
+        ({"rdzvConf": [{"key": "last_call_timeout", "value": "30"}]}, "last_call_timeout=30"),
+        ({"rdzvBackend": "etcd"}, None),
+        ({"rdzvBackend": "etcd-v2"}, None),
+    ],
+)
+def test_c10d_jobs_without_rdzv_conf_get_the_tuned_settings(
+    policy: dict[str, object], expected: str | None
+) -> None:
+    """A job's own rdzvConf always wins; other backends keep torch's defaults."""
+    assert dict(env_of(job(elasticPolicy=policy))).get("PET_RDZV_CONF") == expected
 
 
 @pytest.mark.parametrize(
