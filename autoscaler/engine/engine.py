@@ -23,6 +23,7 @@ from autoscaler.engine.settle import (
     hold,
     observe,
     remember,
+    rescaled,
     settle,
     usable_reading,
 )
@@ -231,13 +232,7 @@ class Engine:
             result = self.cluster.scale(job, replicas=settled.replicas)
             written, error = result.written, result.error
             if written:
-                state = state.model_copy(
-                    update={
-                        "last_rescale": now,
-                        "rescales": state.rescales + 1,
-                        "replicas": settled.replicas,
-                    }
-                )
+                state = rescaled(state, to=settled.replicas, now=now)
             self._count_write("written" if written else "error" if error else "unchanged")
         record = DecisionRecord(
             time=now,
@@ -339,6 +334,7 @@ def _essence(state: JobState) -> str:
             state.replicas,
             state.last_rescale,
             state.rescales,
+            state.restarts_spent,
             sorted(state.throughput),
             decision and (decision.reason, decision.replicas),
         )

@@ -7,6 +7,7 @@ import numpy as np
 
 from autoscaler.engine.jobs import managed_job
 from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.settle import restarts_left
 from autoscaler.engine.snapshot import job_snapshot
 from autoscaler.engine.state import JobState
 from autoscaler.policies.speedup import job_curve
@@ -65,11 +66,10 @@ def _hpa(hpa: JSON | None) -> JSON | None:
 
 
 def _restarts(job: ManagedJob, state: JobState) -> JSON:
-    budget = job.max_restarts
     return {
         "rescales": state.rescales,
-        "max_restarts": budget,
-        "remaining": None if budget is None else budget - state.rescales,
+        "max_restarts": job.max_restarts,
+        "remaining": restarts_left(job, state),
     }
 
 

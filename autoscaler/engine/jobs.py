@@ -37,7 +37,7 @@ def managed_job(obj: JSON) -> ManagedJob | None:
         created=datetime.fromisoformat(metadata["creationTimestamp"].replace("Z", "+00:00")),
         resources_per_replica=pod_requests(worker.get("template") or {}),
         weight=_weight(annotations),
-        max_restarts=policy.get("maxRestarts"),
+        max_restarts=int(policy.get("maxRestarts") or c.TORCHRUN_DEFAULT_MAX_RESTARTS),
         finished=any(
             cond.get("type") in FINISHED and cond.get("status") == "True"
             for cond in status.get("conditions") or []

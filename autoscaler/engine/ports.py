@@ -35,7 +35,7 @@ class ManagedJob:
     created: datetime
     resources_per_replica: Mapping[str, float] = field(default_factory=dict)
     weight: float = 1.0
-    max_restarts: int | None = None
+    max_restarts: int | None = None  # torchrun's restart budget per worker; None = unlimited
     finished: bool = False
     state: str = ""  # the engine's persisted state (annotation JSON), "" when none
     uid: str = ""

@@ -20,7 +20,7 @@ def observe(
 ) -> JobState:
     """The state with this round's reading, attributed to the count only once the job is steady."""
     if state.replicas is not None and state.replicas != job.replicas:  # someone else rescaled it
-        state = state.model_copy(update={"last_rescale": now, "replicas": job.replicas})
+        state = rescaled(state, to=job.replicas, now=now)
     state = state.model_copy(update={"replicas": job.replicas})
     steady_since = max(job.created, state.last_rescale or job.created)
     steady = job.active == job.replicas and now - steady_since >= timedelta(
@@ -30,6 +30,24 @@ def observe(
         return state
     points = {**state.throughput, job.replicas: Point(samples_per_second=reading, observed_at=now)}
     return state.model_copy(update={"throughput": points})
+
+
+def rescaled(state: JobState, *, to: int, now: datetime) -> JobState:
+    """The state after the job's count changed to `to` (by the engine or anyone else)."""
+    shrunk = state.replicas is not None and to < state.replicas
+    return state.model_copy(
+        update={
+            "last_rescale": now,
+            "rescales": state.rescales + 1,
+            "restarts_spent": state.restarts_spent + shrunk,
+            "replicas": to,
+        }
+    )
+
+
+def restarts_left(job: ManagedJob, state: JobState) -> int | None:
+    """torchrun restarts left to each worker (None: unlimited), by what rescales have spent."""
+    return None if job.max_restarts is None else job.max_restarts - state.restarts_spent
 
 
 def usable_reading(value: float | None) -> float | None:
@@ -58,10 +76,20 @@ def hold(
         return _held(
             job, "RescaleCooldown", f"rescaled less than {config.cooldown_seconds:g} s ago"
         )
-    if job.max_restarts is not None and job.max_restarts - state.rescales < 1:
-        message = f"all {job.max_restarts} torchrun restarts spent: a rescale could end the job"
-        return _held(job, "RestartBudgetExhausted", message)
+    left = restarts_left(job, state)
+    if left is not None and left < 1:
+        return _held(job, "RestartBudgetExhausted", _budget_spent(job.max_restarts or 0))
     return None
+
+
+def _budget_spent(max_restarts: int) -> str:
+    """Why no rescale is safe: with no torchrun restart left, a scale-down fails every worker,
+    and so may a scale-up (when a worker's crash on the re-forming world is seen first)."""
+    if max_restarts == 0:
+        spent = "no torchrun restarts to spend (maxRestarts unset or 0)"
+    else:
+        spent = f"all {max_restarts} torchrun restarts spent on scale-downs"
+    return f"{spent}: a rescale could fail every worker"
 
 
 def _held(job: ManagedJob, reason: str, message: str) -> Step:

@@ -4,6 +4,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from autoscaler.engine.ports import JobKey, ManagedJob
+from autoscaler.engine.settle import restarts_left
 from autoscaler.engine.state import JobState, Step
 from autoscaler.policies.contract import JobSnapshot, Snapshot
 
@@ -16,7 +17,6 @@ def job_snapshot(
     restart_seconds: float | None = None,
 ) -> JobSnapshot:
     """The job as a policy sees it."""
-    remaining = None if job.max_restarts is None else job.max_restarts - state.rescales
     return JobSnapshot(
         namespace=job.namespace,
         name=job.name,
@@ -34,7 +34,7 @@ def job_snapshot(
         if state.last_rescale is None
         else max(0.0, (now - state.last_rescale).total_seconds()),
         restart_seconds=restart_seconds,
-        restarts_remaining=remaining,
+        restarts_remaining=restarts_left(job, state),
     )
 
 

@@ -51,6 +51,9 @@ class JobState(BaseModel):
     throughput: dict[int, Point] = {}
     last_rescale: datetime | None = None
     rescales: int = 0
+    # torchrun restarts the job's workers have spent on its rescales: a scale-down fails every
+    # surviving worker once (measured: 1 per scale-down on worker-0, 0 per scale-up).
+    restarts_spent: int = 0
     recommendations: list[tuple[datetime, int]] = []
     decisions: list[DecisionRecord] = []  # the latest few, newest last
 

@@ -52,13 +52,20 @@ def state() -> JobState:
         time=NOW, policy="global-optimizer", proposed=4, replicas=3, reason="ScaleDownStabilized",
         message="window", steps=[step, held], objective=3.5,
     )  # fmt: skip
-    return JobState(replicas=3, throughput=points, rescales=2, last_rescale=NOW, decisions=[record])
+    return JobState(
+        replicas=3,
+        throughput=points,
+        rescales=3,
+        restarts_spent=2,
+        last_rescale=NOW,
+        decisions=[record],
+    )
 
 
 def test_engine_owned_job_shows_points_curve_and_every_step() -> None:
     report = explain(job_object(state=state()), hpa=None, now=NOW, model=ThroughputModel())
     assert report["owner"] == "engine"
-    assert report["restarts"] == {"rescales": 2, "max_restarts": 10, "remaining": 8}
+    assert report["restarts"] == {"rescales": 3, "max_restarts": 10, "remaining": 8}
     assert [p["replicas"] for p in report["throughput"]] == [2, 3]
     sources = {row["replicas"]: row["source"] for row in report["curve"]}
     assert sources == {

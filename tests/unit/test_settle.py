@@ -12,6 +12,7 @@ from autoscaler.engine.settle import (
     hold,
     observe,
     remember,
+    rescaled,
     settle,
     usable_reading,
 )
@@ -92,7 +93,22 @@ def test_a_count_changed_by_someone_else_counts_as_a_rescale() -> None:
     after = observe(
         job(replicas=6, active=6), JobState(replicas=4), reading=1.0, now=NOW, config=CONFIG
     )
-    assert after.last_rescale == NOW
+    assert (after.last_rescale, after.rescales, after.restarts_spent) == (NOW, 1, 0)
+    shrunk = observe(
+        job(replicas=2, active=2), JobState(replicas=4), reading=1.0, now=NOW, config=CONFIG
+    )
+    assert (shrunk.rescales, shrunk.restarts_spent) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("before", "to", "spent"),
+    [(4, 6, 0), (4, 2, 1), (4, 4, 0), (None, 3, 0)],
+)
+def test_only_scale_downs_spend_a_torchrun_restart(before: int | None, to: int, spent: int) -> None:
+    """Measured on real torchrun: a scale-down fails every surviving worker once; a scale-up
+    re-forms the world through the rendezvous, which torchrun does not count."""
+    state = rescaled(JobState(replicas=before, restarts_spent=1), to=to, now=NOW)
+    assert (state.restarts_spent, state.replicas, state.last_rescale) == (1 + spent, to, NOW)
 
 
 @pytest.mark.parametrize(
@@ -110,8 +126,10 @@ def test_a_count_changed_by_someone_else_counts_as_a_rescale() -> None:
             "MetricsUnavailable",
         ),
         (job(), fresh_state(last_rescale=NOW - timedelta(seconds=60)), 100.0, "RescaleCooldown"),
-        (job(max_restarts=3), fresh_state(rescales=3), 100.0, "RestartBudgetExhausted"),
-        (job(max_restarts=3), fresh_state(rescales=2), 100.0, None),
+        (job(max_restarts=3), fresh_state(restarts_spent=3), 100.0, "RestartBudgetExhausted"),
+        (job(max_restarts=3), fresh_state(restarts_spent=2, rescales=9), 100.0, None),
+        (job(max_restarts=0), fresh_state(), 100.0, "RestartBudgetExhausted"),
+        (job(max_restarts=None), fresh_state(restarts_spent=100), 100.0, None),
     ],
 )
 def test_holds(
