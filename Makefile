@@ -6,10 +6,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-unit bench-operator bench-optimizer bench-sim lint format docs crd dashboards openapi testenv system-deps clean
+.PHONY: help demo test test-unit e2e training-env bench-operator bench-optimizer bench-sim lint format docs crd dashboards openapi testenv system-deps clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,17 @@ system-deps: ## install the Debian packages the tests need (Prometheus), if miss
 testenv: ## build kube-apiserver, kube-controller-manager and etcd (cached outside the repo)
 	testenv/build.sh
 
-test: $(STAMP) system-deps testenv ## set everything up, then run the whole suite
+training-env: ## install PyTorch for the training scenarios' pods (cached outside the repo)
+	testenv/torch.sh
+
+test: $(STAMP) system-deps testenv training-env ## set everything up, then run the whole suite
 	$(BIN)/python -m pytest
+
+E2E_REPORT := $(VENV)/e2e-report.jsonl
+e2e: $(STAMP) system-deps testenv training-env ## only the real-training scenarios, then their figures
+	rm -f $(E2E_REPORT)
+	AUTOSCALER_E2E_REPORT=$(E2E_REPORT) $(BIN)/python -m pytest -m e2e
+	$(BIN)/python -m tests.e2e.report $(E2E_REPORT)
 
 test-unit: $(STAMP) ## only the tests that need no servers
 	$(BIN)/python -m pytest -m 'not integration'

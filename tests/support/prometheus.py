@@ -6,9 +6,12 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 import urllib.parse
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -168,3 +171,97 @@ class PrometheusServer:
         if self._proc is not None:
             stop_process(self._proc)
             self._proc = None
+
+
+class PodMonitorTargets:
+    """Prometheus' Kubernetes pod discovery for one PodMonitor, done by the test: Debian's
+    Prometheus is built without Kubernetes service discovery. Polls the pods through the API
+    server and keeps the file_sd targets to what prometheus-operator's generated config would
+    scrape: pods the selector matches that have not finished and have an IP, at the container
+    port the endpoint names, labelled by the endpoint's `replace` relabelings."""
+
+    def __init__(
+        self,
+        server: PrometheusServer,
+        pod_monitor: Mapping[str, Any],
+        list_pods: Callable[[], list[dict[str, Any]]],
+        *,
+        job: str = "training",
+        interval: float = 0.5,
+    ) -> None:
+        spec = pod_monitor["spec"]
+        self._endpoint = spec["podMetricsEndpoints"][0]
+        selector = spec.get("selector") or {}
+        self._labels = dict(selector.get("matchLabels") or {})
+        self._present = [e["key"] for e in selector.get("matchExpressions") or []]
+        if any(e["operator"] != "Exists" for e in selector.get("matchExpressions") or []):
+            raise ValueError("only Exists expressions are supported")
+        self._server, self._list_pods, self._job = server, list_pods, job
+        self._interval = interval
+        self._current: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pod-targets", daemon=True)
+
+    def __enter__(self) -> PodMonitorTargets:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        for target in self._current:
+            self._server.remove_target(target, job=self._job)
+
+    def targets(self, pods: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+        """`podIP:port` -> target labels, for the pods the PodMonitor scrapes."""
+        found = {}
+        for pod in pods:
+            labels = pod["metadata"].get("labels") or {}
+            status = pod.get("status") or {}
+            if any(labels.get(k) != v for k, v in self._labels.items()):
+                continue
+            if any(k not in labels for k in self._present) or not status.get("podIP"):
+                continue
+            if status.get("phase") in ("Succeeded", "Failed"):
+                continue
+            port = self._port(pod)
+            if port is not None:
+                found[f"{status['podIP']}:{port}"] = self._relabel(pod)
+        return found
+
+    def _port(self, pod: dict[str, Any]) -> int | None:
+        for container in pod["spec"]["containers"]:
+            for port in container.get("ports") or []:
+                if port.get("name") == self._endpoint["port"]:
+                    return int(port["containerPort"])
+        return None
+
+    def _relabel(self, pod: dict[str, Any]) -> dict[str, str]:
+        meta = {"__meta_kubernetes_namespace": pod["metadata"]["namespace"]}
+        for key, value in (pod["metadata"].get("labels") or {}).items():
+            meta[_meta_label("label", key)] = value
+        labels = {}
+        for rule in self._endpoint.get("relabelings") or []:
+            if rule.get("action", "replace") != "replace":
+                raise ValueError(f"unsupported relabeling {rule}")
+            value = ";".join(meta.get(name, "") for name in rule["sourceLabels"])
+            if value:
+                labels[rule["targetLabel"]] = value
+        return labels
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                wanted = self.targets(self._list_pods())
+            except Exception:  # the API server restarting: keep the last targets
+                continue
+            for target in self._current - wanted.keys():
+                self._server.remove_target(target, job=self._job)
+            for target, labels in wanted.items():
+                self._server.add_target(target, job=self._job, labels=labels)
+            self._current = set(wanted)
+
+
+def _meta_label(kind: str, key: str) -> str:
+    """Prometheus' pod meta label for a Kubernetes label key (non-alphanumerics become `_`)."""
+    return f"__meta_kubernetes_pod_{kind}_" + "".join(ch if ch.isalnum() else "_" for ch in key)

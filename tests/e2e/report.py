@@ -1,0 +1,53 @@
+"""`python -m tests.e2e.report FILE`: the training scenarios' figures in one line, then whether
+they meet the targets (exit 1 when not). FILE is what a run with AUTOSCALER_E2E_REPORT wrote."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tests.e2e.measure import Rescale, Summary, summarise
+from tests.e2e.training import CHECKPOINT_EVERY
+
+TARGET_MEDIAN_STALL = 16.0
+TARGET_MAX_STALL = 30.0
+
+
+def read(path: Path) -> Summary:
+    rescales, lost = [], 0
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        if "lost" in record:
+            lost = int(record["lost"])
+        else:
+            rescales.append(Rescale(**record))
+    return summarise(rescales, lost_jobs=lost)
+
+
+def misses(summary: Summary) -> list[str]:
+    """The targets this run missed, each with its figure."""
+    checks = [
+        (summary.rescales > 0, "no rescale was measured"),
+        (summary.median_stall <= TARGET_MEDIAN_STALL, f"median stall > {TARGET_MEDIAN_STALL} s"),
+        (summary.max_stall <= TARGET_MAX_STALL, f"max stall > {TARGET_MAX_STALL} s"),
+        (summary.lost_jobs == 0, "a job was lost"),
+        (
+            summary.steps_redone <= summary.rescales * CHECKPOINT_EVERY,
+            f"more than {CHECKPOINT_EVERY} steps redone per rescale",
+        ),
+    ]
+    return [message for ok, message in checks if not ok]
+
+
+def main(argv: list[str]) -> int:
+    summary = read(Path(argv[0]))
+    missed = misses(summary)
+    for message in missed:
+        print(f"target missed: {message}", file=sys.stderr)
+    print(summary.line)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,248 @@
+"""A training job of the example script, as a test drives and measures it."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+from autoscaler.api import coordinates as c
+from tests.e2e.measure import Event, Rescale, first_full_step
+from tests.support.controlplane import REPO_ROOT, ControlPlane
+from tests.support.engine_process import ServiceProcess, engine_config, engine_process
+from tests.support.node_agent import NodeAgent
+from tests.support.polling import wait_for
+from tests.support.prometheus import PrometheusServer
+
+EXAMPLE = REPO_ROOT / "examples" / "elastic-training"
+JSON = dict[str, Any]
+CHECKPOINT_EVERY = 10
+# Measure other rendezvous settings than the operator's: the jobs declare this rdzvConf, e.g.
+# torch's defaults `last_call_timeout=30,keep_alive_interval=5,keep_alive_max_attempt=3`.
+RDZV_CONF_ENV = "AUTOSCALER_E2E_RDZV_CONF"
+RDZV_CONF = os.environ.get(RDZV_CONF_ENV, "")
+# The engine in seconds rather than minutes: a reading counts once the world re-formed (a
+# rescale stalls up to ~16 s) and the rate window (10 s) holds only the new world's steps.
+ENGINE_SETTLE = {
+    "settle_seconds": 28,
+    "cooldown_seconds": 28,
+    "scale_down_stabilization_seconds": 2,
+    "stale_after_seconds": 600,
+}
+
+
+class TrainingJob:
+    """One PyTorchJob of `examples/elastic-training`, its event log and its replica history."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, name: str, workdir: Path) -> None:
+        self.api, self.namespace, self.name = api, namespace, name
+        self.custom = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+        self.workdir = workdir / name
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.events_path = self.workdir / "events.jsonl"
+        self.finish_file = self.workdir / "finish"
+        self.replica_history: list[tuple[float, int]] = []  # (time, Worker.replicas) changes
+        self._events: list[Event] = []
+        self._read_to = 0  # bytes of the event log parsed
+        self._stop = threading.Event()
+        self._watcher = threading.Thread(target=self._watch_replicas, daemon=True)
+
+    def manifest(
+        self,
+        *,
+        replicas: int = 1,
+        low: int = 1,
+        high: int = 4,
+        max_restarts: int | None = 100,
+        clean_pod_policy: str = "Running",
+        **policy: Any,
+    ) -> JSON:
+        """The example manifest with this test's paths: the script from the repository, the
+        checkpoint directory on the host (the node agent ignores volumes: pods share its disk)."""
+        job: JSON = yaml.safe_load((EXAMPLE / "job.yaml").read_text())
+        job["metadata"] = {"name": self.name, "namespace": self.namespace}
+        elastic = {**job["spec"]["elasticPolicy"], "minReplicas": low, "maxReplicas": high}
+        elastic.pop("maxRestarts")
+        if max_restarts is not None:
+            elastic["maxRestarts"] = max_restarts
+        if RDZV_CONF:
+            pairs = (item.split("=", 1) for item in RDZV_CONF.split(","))
+            elastic["rdzvConf"] = [{"key": key, "value": value} for key, value in pairs]
+        job["spec"]["elasticPolicy"] = {**elastic, **policy}
+        job["spec"]["runPolicy"]["cleanPodPolicy"] = clean_pod_policy
+        worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
+        worker["replicas"] = replicas
+        pod = worker["template"]["spec"]
+        pod.pop("volumes")
+        container = pod["containers"][0]
+        container.pop("volumeMounts")
+        container["command"] = [
+            "torchrun",
+            str(EXAMPLE / "train.py"),
+            f"--checkpoint-dir={self.workdir / 'checkpoints'}",
+            f"--events={self.events_path}",
+            f"--finish-file={self.finish_file}",
+            "--total-steps=1000000",
+            f"--checkpoint-every={CHECKPOINT_EVERY}",
+            "--step-seconds=0.1",
+        ]
+        return job
+
+    def create(self, manifest: JSON) -> None:
+        self.custom.create_namespaced_custom_object(
+            c.GROUP, c.VERSION, self.namespace, c.PLURAL, copy.deepcopy(manifest)
+        )
+        self._watcher.start()
+
+    @property
+    def created(self) -> bool:
+        return self._watcher.ident is not None
+
+    def stop_watching(self) -> None:
+        self._stop.set()
+        if self._watcher.is_alive():
+            self._watcher.join(timeout=5)
+
+    def finish(self) -> None:
+        """Ask the training to finish at its next step (every rank agrees on the same step)."""
+        self.finish_file.touch()
+
+    # -- reading back ---------------------------------------------------------------------------
+
+    def job(self) -> JSON:
+        found: JSON = self.custom.get_namespaced_custom_object(
+            c.GROUP, c.VERSION, self.namespace, c.PLURAL, self.name
+        )
+        return found
+
+    def replicas(self) -> int:
+        return int(self.job()["spec"]["pytorchReplicaSpecs"][c.WORKER]["replicas"])
+
+    def scale(self, replicas: int) -> float:
+        """Write the count through /scale as the HPA and the engine do; returns when."""
+        body = {"spec": {"replicas": replicas}}
+        self.custom.patch_namespaced_custom_object_scale(
+            c.GROUP, c.VERSION, self.namespace, c.PLURAL, self.name, body
+        )
+        return time.time()
+
+    def conditions(self) -> dict[str, str]:
+        return {
+            cond["type"]: cond["status"]
+            for cond in self.job().get("status", {}).get("conditions", [])
+        }
+
+    def pods(self) -> dict[str, JSON]:
+        listing = self.core.list_namespaced_pod(
+            self.namespace, label_selector=f"{c.LABEL_JOB_NAME}={self.name}"
+        )
+        return {
+            pod["metadata"]["name"]: pod
+            for pod in self.api.sanitize_for_serialization(listing.items)
+        }
+
+    def events(self) -> list[Event]:
+        """The log's events so far in time order; only lines added since the last call are
+        parsed (the log grows by every rank's every step, and tests poll it)."""
+        if not self.events_path.exists():
+            return []
+        with self.events_path.open("rb") as log:
+            log.seek(self._read_to)
+            chunk = log.read()
+        complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits
+        self._read_to += len(complete)
+        self._events.extend(json.loads(line) for line in complete.splitlines())
+        self._events.sort(key=lambda event: event["time"])
+        return self._events
+
+    def world(self) -> int | None:
+        """The world size of the newest step, if any step ran."""
+        steps = [e for e in self.events() if e["event"] == "step"]
+        return steps[-1]["world"] if steps else None
+
+    def stepping_at(self, world: int, *, after: float = 0.0) -> bool:
+        """Every rank of a `world`-sized world started after `after` has stepped."""
+        return first_full_step(self.events(), world=world, after=after) is not None
+
+    def _watch_replicas(self) -> None:
+        while not self._stop.wait(0.2):
+            try:
+                count = self.replicas()
+            except Exception:  # gone, or the API server restarting: not a change
+                continue
+            if not self.replica_history or self.replica_history[-1][1] != count:
+                self.replica_history.append((time.time(), count))
+
+
+@dataclass
+class Scenario:
+    """What a training scenario works with: its namespace, nodes, jobs, engine and records."""
+
+    plane: ControlPlane
+    api: client.ApiClient
+    prometheus: PrometheusServer
+    namespace: str
+    workdir: Path
+    nodes: Callable[..., NodeAgent]
+    rescales: list[Rescale]  # every scenario's, for the session's summary line
+    lost_jobs: list[str]
+
+    jobs: list[TrainingJob] = field(default_factory=list)
+
+    def job(self, name: str) -> TrainingJob:
+        self.jobs.append(TrainingJob(self.api, self.namespace, name, self.workdir))
+        return self.jobs[-1]
+
+    def engine(self, **overrides: Any) -> AbstractContextManager[ServiceProcess]:
+        return running_engine(
+            self.plane.kubeconfig_path,
+            namespace=self.namespace,
+            prometheus_url=self.prometheus.url,
+            workdir=self.workdir,
+            **overrides,
+        )
+
+
+@contextmanager
+def running_engine(
+    plane_kubeconfig: Path, *, namespace: str, prometheus_url: str, workdir: Path, **overrides: Any
+) -> Iterator[ServiceProcess]:
+    """`autoscaler engine` sizing one namespace's jobs every 2 s, capacity measured from Nodes."""
+    config = engine_config(
+        namespace=namespace,
+        prometheus_url=prometheus_url,
+        capacity={},
+        interval=2.0,
+        decision_log=workdir / "decisions.jsonl",
+    )
+    config.pop("capacity")  # measured from the Nodes, as in production
+    config["prometheus"]["window"] = "10s"
+    config["settle"] = dict(ENGINE_SETTLE)
+    config.update(overrides)
+    with engine_process(
+        config, kubeconfig=plane_kubeconfig, lease_namespace=namespace, workdir=workdir
+    ) as engine:
+        yield engine
+
+
+def wait_stepping(
+    job: TrainingJob, world: int, *, after: float = 0.0, timeout: float = 120
+) -> None:
+    """Until every rank of a `world`-sized world of `job` has stepped since `after`."""
+    wait_for(
+        lambda: job.stepping_at(world, after=after),
+        timeout=timeout,
+        interval=0.5,
+        what=f"{job.name} to train at world size {world}",
+    )

@@ -1,0 +1,99 @@
+"""The training scenarios' figures, computed from tables of training events."""
+
+from typing import Any
+
+import pytest
+
+from tests.e2e.measure import (
+    NODE_LOST,
+    Rescale,
+    first_full_step,
+    redone_after,
+    resumed_from_latest_checkpoint,
+    stall,
+    summarise,
+    world_sizes,
+)
+from tests.e2e.report import misses
+
+
+def ev(event: str, time: float, pid: int, rank: int, world: int, **fields: Any) -> dict[str, Any]:
+    return {"event": event, "time": time, "pid": pid, "rank": rank, "world": world, **fields}
+
+
+# A world of 2 (pids 1, 2) checkpoints at 10, steps to 12; a worker dies at t=20; a world of 2
+# (pids 3, 4) resumes from 10 and steps from t=31 (rank 1) and t=32 (rank 0).
+RESTART = [
+    ev("start", 0, 1, 0, 2),
+    ev("start", 0, 2, 1, 2),
+    ev("resume", 1, 1, 0, 2, from_step=0),
+    ev("step", 2, 1, 0, 2, step=10),
+    ev("step", 2, 2, 1, 2, step=10),
+    ev("checkpoint", 2.1, 1, 0, 2, step=10),
+    ev("step", 3, 1, 0, 2, step=12),
+    ev("step", 3, 2, 1, 2, step=12),
+    ev("start", 25, 3, 0, 2),
+    ev("start", 25, 4, 1, 2),
+    ev("resume", 30, 3, 0, 2, from_step=10),
+    ev("resume", 30, 4, 1, 2, from_step=10),
+    ev("step", 31, 4, 1, 2, step=11),
+    ev("step", 32, 3, 0, 2, step=11),
+]
+
+
+def test_a_stall_ends_when_every_rank_of_the_new_world_stepped() -> None:
+    assert stall(RESTART, world=2, after=20) == 12
+    assert first_full_step(RESTART, world=2, after=20) == 32
+
+
+def test_steps_of_the_old_world_never_end_a_stall() -> None:
+    """Old processes stepping after the change are not the new world."""
+    assert stall(RESTART, world=2, after=2.5) == 29.5
+    assert stall(RESTART, world=3, after=20) is None
+
+
+def test_redone_steps_are_those_past_the_resumed_checkpoint() -> None:
+    assert redone_after(RESTART, after=20) == 2
+    assert redone_after(RESTART, after=40) == 0
+
+
+def test_world_sizes_and_checkpoint_consistency() -> None:
+    assert world_sizes(RESTART) == [2]
+    assert resumed_from_latest_checkpoint(RESTART) == []
+    stale = [
+        *RESTART,
+        ev("checkpoint", 40, 3, 0, 2, step=20),
+        ev("resume", 41, 5, 0, 2, from_step=10),
+    ]
+    assert resumed_from_latest_checkpoint(stale) == ["rank 0 resumed from 10, newest was 20"]
+    split = [*RESTART, ev("checkpoint", 40, 3, 0, 2, step=10)]
+    assert resumed_from_latest_checkpoint(split) == ["checkpoint 10 after 10"]
+
+
+def test_a_lost_node_is_reported_apart() -> None:
+    measured = [Rescale("j", "scale-up", 10.0, 1), Rescale("j", NODE_LOST, 40.0, 2)]
+    assert summarise(measured, lost_jobs=0).line == (
+        "e2e: rescales 1, median stall 10.0 s, max stall 10.0 s, lost jobs 0, steps redone 1"
+    )
+
+
+@pytest.mark.parametrize(
+    ("stalls", "lost", "redone", "missed"),
+    [
+        ([10.0, 14.0, 29.0], 0, 9, []),
+        ([10.0, 17.0, 18.0], 0, 0, ["median stall > 16.0 s"]),
+        ([10.0, 12.0, 31.0], 0, 0, ["max stall > 30.0 s"]),
+        ([10.0], 1, 11, ["a job was lost", "more than 10 steps redone per rescale"]),
+        ([], 0, 0, ["no rescale was measured"]),
+    ],
+)
+def test_the_summary_line_and_its_targets(
+    stalls: list[float], lost: int, redone: int, missed: list[str]
+) -> None:
+    rescales = [Rescale("j", "scale-up", s, redone if i == 0 else 0) for i, s in enumerate(stalls)]
+    summary = summarise(rescales, lost_jobs=lost)
+    assert misses(summary) == missed
+    if stalls == [10.0, 14.0, 29.0]:
+        assert summary.line == (
+            "e2e: rescales 3, median stall 14.0 s, max stall 29.0 s, lost jobs 0, steps redone 9"
+        )
