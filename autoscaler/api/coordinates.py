@@ -41,8 +41,6 @@ DEFAULT_RESTART_POLICY: Final = "OnFailure"
 DEFAULT_CLEAN_POD_POLICY: Final = "None"
 DEFAULT_NPROC_PER_NODE: Final = "auto"
 DEFAULT_RDZV_BACKEND: Final = "c10d"
-# torchrun's `--max-restarts` when PET_MAX_RESTARTS is unset (elasticPolicy.maxRestarts absent).
-TORCHRUN_DEFAULT_MAX_RESTARTS: Final = 0
 
 # Annotations the policy engine reads and writes on a job.
 ENGINE_PREFIX: Final = "elastic-autoscaler.io"

@@ -1,19 +1,10 @@
-"""The torchrun environment of a pod, in upstream's order (reference §2.2), plus §10's fixes."""
+"""The torchrun environment of a pod, in upstream's order, plus the settings torchrun needs
+to survive rescaling (`autoscaler.torchrun`)."""
 
 from autoscaler.api import coordinates as c
 from autoscaler.api.models import JSON, ElasticPolicy, PyTorchJob, ReplicaSpec
 from autoscaler.controller.naming import replica_name
-
-# Without it every scale-up of torchrun 2.13-2.15 hangs on a rendezvous store key nobody writes
-# (the rank-0 agent caches the workers' store address after its first round) and, after the
-# 60 s read timeout, ends the job.
-DISABLE_SHARED_STORE = {"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "1"}
-# c10d rendezvous settings for elastic jobs that set no rdzvConf. torchrun's defaults wait 30 s
-# after the minimum joins (last call) and call a silent node dead after 15 s (5 s x 3): measured
-# stalls of ~35 s per scale-up and ~48 s per scale-down. These cut the last call to 5 s and the
-# expiry to 6 s; a shorter expiry (2 s) let a joining node declare live ones dead and train in a
-# second world, so 6 s is the floor, and clocks must agree to well under 3 s.
-TUNED_RDZV_CONF = "last_call_timeout=5,keep_alive_interval=2,keep_alive_max_attempt=3"
+from autoscaler.torchrun import DISABLE_SHARED_STORE, TUNED_RDZV_CONF
 
 
 class MissingPortError(ValueError):

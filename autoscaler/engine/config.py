@@ -7,6 +7,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
 from autoscaler.policies.registry import DEFAULT_POLICY
+from autoscaler.torchrun import RESCALE_STALL_SECONDS
 
 
 class Strict(BaseModel):
@@ -80,7 +81,8 @@ class EngineConfig(Strict):
         default=None, description="resources the engine may hand out; None = measured from nodes"
     )
     restart_seconds: NonNegativeFloat = Field(
-        default=30.0, description="stall of one rescale (tuned torchrun: 8-16 s, defaults: 35-48 s)"
+        default=RESCALE_STALL_SECONDS,
+        description="stall of one rescale (the measured median with the operator's rdzv settings)",
     )
     decision_log: Path | None = Field(default=None, description="JSON lines, one per job and round")
     state_save_seconds: PositiveFloat = Field(

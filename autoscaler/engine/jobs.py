@@ -5,6 +5,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from autoscaler import torchrun
 from autoscaler.api import coordinates as c
 from autoscaler.api.quantity import parse_resources
 from autoscaler.engine.ports import ManagedJob, Owner
@@ -37,7 +38,7 @@ def managed_job(obj: JSON) -> ManagedJob | None:
         created=datetime.fromisoformat(metadata["creationTimestamp"].replace("Z", "+00:00")),
         resources_per_replica=pod_requests(worker.get("template") or {}),
         weight=_weight(annotations),
-        max_restarts=int(policy.get("maxRestarts") or c.TORCHRUN_DEFAULT_MAX_RESTARTS),
+        max_restarts=int(policy.get("maxRestarts") or torchrun.DEFAULT_MAX_RESTARTS),
         finished=any(
             cond.get("type") in FINISHED and cond.get("status") == "True"
             for cond in status.get("conditions") or []

@@ -23,6 +23,7 @@ from autoscaler.policies.solver import (
 )
 from autoscaler.policies.speedup import JobCurve, current_count, job_curve
 from autoscaler.policies.throughput_model import ThroughputModel
+from autoscaler.torchrun import RESCALE_STALL_SECONDS
 
 GPU = c.GPU_RESOURCE
 
@@ -31,7 +32,9 @@ class GlobalOptimizerConfig(PolicyConfig):
     objective: Objective = Objective()
     resource: str = Field(default=GPU, description="the capacity the jobs share")
     restart_seconds: float = Field(
-        default=30.0, ge=0, description="stall of one rescale (a job's own value wins)"
+        default=RESCALE_STALL_SECONDS,
+        ge=0,
+        description="stall of one rescale (a job's own value wins)",
     )
     horizon_seconds: PositiveFloat = Field(
         default=600.0, description="how long a new allocation is expected to last"

@@ -24,6 +24,7 @@ from autoscaler.sim.profiles import Profile
 from autoscaler.sim.results import JobResult, RunResult, Sample, lower_bound
 from autoscaler.sim.state import EPSILON, JobState, Phase, SimState, rate_table
 from autoscaler.sim.workload import WorkloadJob, check_job
+from autoscaler.torchrun import RESCALE_STALL_SECONDS
 
 DecideRound = Callable[[datetime], object]
 
@@ -32,7 +33,7 @@ DecideRound = Callable[[datetime], object]
 class SimConfig:
     gpus: int = 64
     gpus_per_node: int = 8  # a last node holds the remainder when gpus is not a multiple
-    restart_seconds: float = 30.0  # stall of every rescale (Pollux's simulator uses 30 s)
+    restart_seconds: float = RESCALE_STALL_SECONDS  # stall of every rescale (measured)
     interval_seconds: float = 60.0  # between decision rounds (Pollux's scheduling interval)
     horizon_seconds: float = 30 * 86400.0  # stop here even if jobs are left (they are reported)
     namespace: str = "sim"

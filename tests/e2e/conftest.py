@@ -8,7 +8,8 @@ because the node lifecycle controller would mark the API-only Nodes of other tes
 
 Timings shortened for tests (each is a flag of the real component):
 - kube-controller-manager: `--node-monitor-grace-period=5s`, `--node-monitor-period=1s`
-  (defaults 50 s and 5 s): a node whose Lease stops is NotReady after ~5 s;
+  (defaults 50 s and 5 s): a node whose Lease stops is NotReady after ~5 s; the HPA's downscale
+  window 120 s (default 300 s);
 - kube-apiserver: `--default-not-ready-toleration-seconds=2`,
   `--default-unreachable-toleration-seconds=2` (defaults 300 s): pods leave a lost node's
   processes to the taint-eviction controller after 2 s;
@@ -49,7 +50,13 @@ CONTROLLERS = (
     "taint-eviction-controller",
     "pod-garbage-collector-controller",
 )
-CONTROLLER_FLAGS = ("--node-monitor-grace-period=5s", "--node-monitor-period=1s")
+CONTROLLER_FLAGS = (
+    "--node-monitor-grace-period=5s",
+    "--node-monitor-period=1s",
+    # A rescale stalls training for seconds, and the throughput an HPA scales on drops with it:
+    # without a downscale window the HPA shrinks the job it just grew, mid-rendezvous, and again.
+    "--horizontal-pod-autoscaler-downscale-stabilization=120s",
+)
 APISERVER_FLAGS = (
     "--default-not-ready-toleration-seconds=2",
     "--default-unreachable-toleration-seconds=2",

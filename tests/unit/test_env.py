@@ -5,7 +5,8 @@ from typing import Any
 import pytest
 
 from autoscaler.api import PyTorchJob, default_job
-from autoscaler.controller.env import TUNED_RDZV_CONF, torchrun_env, with_env
+from autoscaler.controller.env import torchrun_env, with_env
+from autoscaler.torchrun import TUNED_RDZV_CONF
 
 CONTAINER = {"name": "pytorch", "image": "img"}
 
