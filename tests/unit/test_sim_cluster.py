@@ -43,7 +43,9 @@ def job(
 
 
 def simulation(jobs: Sequence[WorkloadJob], **config: float) -> Simulation:
-    settings = {"gpus": 8, "gpus_per_node": 8, "interval_seconds": 60.0, **config}
+    # A 30 s restart, so the expected times below are round numbers.
+    settings = {"gpus": 8, "gpus_per_node": 8, "interval_seconds": 60.0, "restart_seconds": 30.0}
+    settings |= config
     return Simulation(workload=jobs, profiles=PROFILES, config=SimConfig(**settings))  # type: ignore[arg-type]
 
 

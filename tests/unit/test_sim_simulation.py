@@ -44,7 +44,8 @@ def job(
 def run(
     jobs: list[WorkloadJob], plan: dict[float, dict[str, int]] | None = None, **config: float
 ) -> tuple[list[float], RunResult]:
-    settings = {"gpus": 16, "interval_seconds": 60.0, **config}
+    # A 30 s restart, so the expected times below are round numbers.
+    settings = {"gpus": 16, "interval_seconds": 60.0, "restart_seconds": 30.0, **config}
     sim = Simulation(workload=jobs, profiles=PROFILES, config=SimConfig(**settings))  # type: ignore[arg-type]
     rounds: list[float] = []
 
