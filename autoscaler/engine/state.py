@@ -51,8 +51,8 @@ class JobState(BaseModel):
     throughput: dict[int, Point] = {}
     last_rescale: datetime | None = None
     rescales: int = 0
-    # torchrun restarts the job's workers have spent on its rescales: a scale-down fails every
-    # surviving worker once (measured: 1 per scale-down on worker-0, 0 per scale-up).
+    # torchrun restarts the job's rescales may have spent on each worker: one per scale-down,
+    # none per scale-up (the worst case measured; see autoscaler.torchrun).
     restarts_spent: int = 0
     recommendations: list[tuple[datetime, int]] = []
     decisions: list[DecisionRecord] = []  # the latest few, newest last

@@ -155,17 +155,12 @@ class ControlPlane:
         if self._kcm is not None and self._kcm.poll() is None:
             return self.kcm_startup_seconds
         start = time.monotonic()
-        kubeconfig = str(self.kubeconfig_path)
         log = self._log("kube-controller-manager")
         self._kcm = start_process(
             [
                 str(self._bin / "kube-controller-manager"),
-                f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
+                *self._component_flags(),
                 f"--controllers={','.join(controllers)}",
-                "--leader-elect=false",
-                "--secure-port=0",
                 "--horizontal-pod-autoscaler-sync-period=1s",
                 "--horizontal-pod-autoscaler-downscale-stabilization=0s",
                 "--v=2",
@@ -194,16 +189,11 @@ class ControlPlane:
         if self._scheduler is not None and self._scheduler.poll() is None:
             return self.scheduler_startup_seconds
         start = time.monotonic()
-        kubeconfig = str(self.kubeconfig_path)
         log = self._log("kube-scheduler")
         self._scheduler = start_process(
             [
                 str(self._bin / "kube-scheduler"),
-                f"--kubeconfig={kubeconfig}",
-                f"--authentication-kubeconfig={kubeconfig}",
-                f"--authorization-kubeconfig={kubeconfig}",
-                "--leader-elect=false",
-                "--secure-port=0",
+                *self._component_flags(),
                 "--v=2",
             ],
             log_path=log,
@@ -219,6 +209,18 @@ class ControlPlane:
             )
         self.scheduler_startup_seconds = time.monotonic() - start
         return self.scheduler_startup_seconds
+
+    def _component_flags(self) -> list[str]:
+        """What kube-controller-manager and kube-scheduler share: the admin kubeconfig for the
+        API, authentication and authorization; no leader election; no serving port."""
+        kubeconfig = str(self.kubeconfig_path)
+        return [
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--leader-elect=false",
+            "--secure-port=0",
+        ]
 
     def stop(self, *, remove_workdir: bool = True) -> None:
         for attr in ("_scheduler", "_kcm"):
