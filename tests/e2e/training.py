@@ -31,11 +31,13 @@ CHECKPOINT_EVERY = 10
 # torch's defaults `last_call_timeout=30,keep_alive_interval=5,keep_alive_max_attempt=3`.
 RDZV_CONF_ENV = "AUTOSCALER_E2E_RDZV_CONF"
 RDZV_CONF = os.environ.get(RDZV_CONF_ENV, "")
-# The engine in seconds rather than minutes: a reading counts once the world re-formed (a
-# rescale stalls up to ~16 s) and the rate window (10 s) holds only the new world's steps.
+# The engine in seconds rather than minutes. A reading counts once the world re-formed and the
+# rate window holds only the new world's steps: settle >= the longest stall (~20 s) + the window
+# (6 s) + a margin; with 28 s, a reading that still held a restart once made 3 workers look
+# slower than 2, and the engine shrank the job back.
 ENGINE_SETTLE = {
-    "settle_seconds": 28,
-    "cooldown_seconds": 28,
+    "settle_seconds": 36,
+    "cooldown_seconds": 36,
     "scale_down_stabilization_seconds": 2,
     "stale_after_seconds": 600,
 }
@@ -227,7 +229,7 @@ def running_engine(
         decision_log=workdir / "decisions.jsonl",
     )
     config.pop("capacity")  # measured from the Nodes, as in production
-    config["prometheus"]["window"] = "10s"
+    config["prometheus"]["window"] = "6s"
     config["settle"] = dict(ENGINE_SETTLE)
     config.update(overrides)
     with engine_process(
