@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -17,6 +18,7 @@ import yaml
 from kubernetes import client
 
 from autoscaler.api import coordinates as c
+from autoscaler.clients.kube import JOBS, Kube
 from tests.e2e.measure import Event, Rescale, first_full_step
 from tests.support.controlplane import REPO_ROOT, ControlPlane
 from tests.support.engine_process import ServiceProcess, engine_config, engine_process
@@ -59,6 +61,7 @@ class TrainingJob:
         self._read_to = 0  # bytes of the event log parsed
         self._stop = threading.Event()
         self._watcher = threading.Thread(target=self._watch_replicas, daemon=True)
+        self._response: Any = None  # the open watch, shut down to stop it
 
     def manifest(
         self,
@@ -113,6 +116,9 @@ class TrainingJob:
 
     def stop_watching(self) -> None:
         self._stop.set()
+        if self._response is not None:
+            with contextlib.suppress(Exception):  # already closed
+                self._response.shutdown()
         if self._watcher.is_alive():
             self._watcher.join(timeout=5)
 
@@ -178,13 +184,34 @@ class TrainingJob:
         return first_full_step(self.events(), world=world, after=after) is not None
 
     def _watch_replicas(self) -> None:
-        while not self._stop.wait(0.2):
+        """The Worker count as the API server changes it, timed when each change arrives: a
+        watch, since polling would start every stall late and load the shared CPUs."""
+        kube = Kube(self.api)
+        while not self._stop.is_set():
             try:
-                count = self.replicas()
-            except Exception:  # gone, or the API server restarting: not a change
-                continue
-            if not self.replica_history or self.replica_history[-1][1] != count:
-                self.replica_history.append((time.time(), count))
+                listing = kube.list(JOBS, namespace=self.namespace)
+                for job in listing["items"]:
+                    self._note(job)
+                rv = listing["metadata"]["resourceVersion"]
+                for event in kube.watch(JOBS, resource_version=rv, timeout=30, on_open=self._open):
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        self._note(event["object"])
+            except Exception:  # the watch ended or the API server is restarting: list again
+                self._stop.wait(0.2)
+
+    def _open(self, response: Any) -> None:
+        self._response = response
+        if self._stop.is_set():
+            with contextlib.suppress(Exception):
+                response.shutdown()
+
+    def _note(self, job: JSON) -> None:
+        meta = job["metadata"]
+        if (meta["namespace"], meta["name"]) != (self.namespace, self.name):
+            return
+        count = int(job["spec"]["pytorchReplicaSpecs"][c.WORKER]["replicas"])
+        if not self.replica_history or self.replica_history[-1][1] != count:
+            self.replica_history.append((time.time(), count))
 
 
 @dataclass
