@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,15 +36,6 @@ def stall(events: Sequence[Event], *, world: int, after: float) -> float | None:
     """Seconds from a change at `after` (a /scale write, a kill) to all ranks stepping at `world`."""
     done = first_full_step(events, world=world, after=after)
     return None if done is None else done - after
-
-
-def world_sizes(events: Iterable[Event]) -> list[int]:
-    """The world sizes training ran at, in order, each run listed once."""
-    sizes: list[int] = []
-    for event in events:
-        if event["event"] == "step" and (not sizes or sizes[-1] != event["world"]):
-            sizes.append(event["world"])
-    return sizes
 
 
 def redone_after(events: Sequence[Event], *, after: float) -> int:
