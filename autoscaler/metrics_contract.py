@@ -1,4 +1,4 @@
-"""The throughput metric shared by training scripts (`autoscaler.training`) and the engine's reader.
+"""The metrics shared by training scripts (`autoscaler.training`) and the engine's reader.
 
 A training pod exports the counter `autoscaler_training_samples_total{namespace, job_name}`: samples
 trained so far. The engine reads `DEFAULT_QUERY_TEMPLATE` rendered per job (samples/s over the
@@ -23,6 +23,16 @@ LABEL_JOB_NAME: Final = "job_name"
 DEFAULT_WINDOW: Final = "2m"
 _SELECTOR: Final = f'{LABEL_NAMESPACE}="{{namespace}}", {LABEL_JOB_NAME}="{{name}}"'
 DEFAULT_QUERY_TEMPLATE: Final = "sum(rate(" + SAMPLES_TOTAL + "{{" + _SELECTOR + "}}[{window}]))"
+
+# Optional gauges of the job's progress, for the policies that use remaining work: samples the
+# whole job has trained so far (every worker, every incarnation: set from the checkpoint, not
+# reset by a restart) and samples it trains in all. The engine reads both for every job with one
+# query, the largest value a job's pods report.
+PROGRESS: Final = "autoscaler_training_progress_samples"
+TOTAL: Final = "autoscaler_training_total_samples"
+PROGRESS_QUERY: Final = (
+    f'max by ({LABEL_NAMESPACE}, {LABEL_JOB_NAME}, __name__) ({{__name__=~"{PROGRESS}|{TOTAL}"}})'
+)
 
 # Where the training helper finds its identity when not told (besides the pod's hostname).
 ENV_NAMESPACE: Final = "AUTOSCALER_NAMESPACE"

@@ -8,8 +8,13 @@
         reporter.step(samples=len(batch))
 
 `step` adds to the counter `autoscaler_training_samples_total{namespace, job_name}`; the engine
-sums its rate over the job's pods. Run one reporter per pod (it owns the port): with several
-processes per pod, start it on LOCAL_RANK 0 and pass that rank's batch times LOCAL_WORLD_SIZE.
+sums its rate over the job's pods. A job that knows its total work says so
+(`start(..., total_samples=N)` or `set_total`) and reports how far the whole job is
+(`set_progress(samples)`: every worker's samples, every incarnation's, e.g. the global step times
+the global batch, also right after resuming from a checkpoint); policies that finish jobs sooner
+use the remaining work. Both are gauges, so a restarted worker reports them afresh.
+
+Run one reporter per pod (it owns the port): with several processes per pod, start it on LOCAL_RANK 0 and pass that rank's batch times LOCAL_WORLD_SIZE.
 The namespace and job name come from `AUTOSCALER_NAMESPACE`/`AUTOSCALER_JOB_NAME`, else from the
 pod: the service-account namespace file and the hostname without its `-worker-N`/`-master-N`.
 This module needs only prometheus-client (no Kubernetes client).
@@ -25,7 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 from autoscaler.metrics_contract import (
     DEFAULT_PORT,
@@ -33,7 +38,9 @@ from autoscaler.metrics_contract import (
     ENV_NAMESPACE,
     LABEL_JOB_NAME,
     LABEL_NAMESPACE,
+    PROGRESS,
     SAMPLES,
+    TOTAL,
 )
 
 NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -67,15 +74,20 @@ def default_job_name(*, env: Mapping[str, str] = os.environ, hostname: str | Non
 
 
 class ThroughputReporter:
-    """A samples counter for one job on a registry of its own, served over HTTP."""
+    """A samples counter (and optional progress gauges) for one job on a registry of its own,
+    served over HTTP."""
 
     def __init__(self, *, namespace: str, job_name: str) -> None:
         self.registry = CollectorRegistry()
+        labels = [LABEL_NAMESPACE, LABEL_JOB_NAME]
         self._samples = Counter(
-            SAMPLES,
-            "Training samples processed by this pod",
-            [LABEL_NAMESPACE, LABEL_JOB_NAME],
-            registry=self.registry,
+            SAMPLES, "Training samples processed by this pod", labels, registry=self.registry
+        ).labels(namespace, job_name)
+        self._progress = Gauge(
+            PROGRESS, "Samples the whole job has trained so far", labels, registry=self.registry
+        ).labels(namespace, job_name)
+        self._total = Gauge(
+            TOTAL, "Samples the whole job trains in all", labels, registry=self.registry
         ).labels(namespace, job_name)
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
@@ -88,12 +100,15 @@ class ThroughputReporter:
         addr: str = "0.0.0.0",  # all interfaces: Prometheus scrapes the pod IP
         namespace: str | None = None,
         job_name: str | None = None,
+        total_samples: float | None = None,
     ) -> ThroughputReporter:
         """A reporter serving `/metrics` on `addr:port` (port 0 picks a free one, see `port`)."""
         reporter = cls(
             namespace=namespace if namespace is not None else default_namespace(),
             job_name=job_name if job_name is not None else default_job_name(),
         )
+        if total_samples is not None:
+            reporter.set_total(total_samples)
         reporter._server, reporter._thread = start_http_server(
             port, addr=addr, registry=reporter.registry
         )
@@ -108,6 +123,18 @@ class ThroughputReporter:
     def step(self, *, samples: float) -> None:
         """Count `samples` more samples trained (call once per optimizer step)."""
         self._samples.inc(samples)
+
+    def set_total(self, samples: float) -> None:
+        """Declare the samples the whole job trains in all (a positive number)."""
+        if not samples > 0:
+            raise ValueError(f"total samples must be positive, got {samples!r}")
+        self._total.set(samples)
+
+    def set_progress(self, samples: float) -> None:
+        """How many samples the whole job has trained so far (all workers, all incarnations)."""
+        if not samples >= 0:
+            raise ValueError(f"progress must be a number of samples >= 0, got {samples!r}")
+        self._progress.set(samples)
 
     def stop(self) -> None:
         """Stop serving (the counter keeps its value)."""

@@ -46,6 +46,11 @@ DEFAULT_RDZV_BACKEND: Final = "c10d"
 ENGINE_PREFIX: Final = "elastic-autoscaler.io"
 ANNOTATION_OPT_OUT: Final = f"{ENGINE_PREFIX}/opt-out"  # "true": the engine never writes the job
 ANNOTATION_WEIGHT: Final = f"{ENGINE_PREFIX}/weight"  # the job's weight in the objective
+# The samples the job trains in all (a positive number): its remaining work is this total minus
+# what it has trained so far.
+ANNOTATION_TOTAL_SAMPLES: Final = f"{ENGINE_PREFIX}/total-samples"
+# The only worker counts the job may run at: "1,2,4,8" or "powers-of-two".
+ANNOTATION_ALLOWED_REPLICAS: Final = f"{ENGINE_PREFIX}/allowed-replicas"
 ANNOTATION_STATE: Final = f"{ENGINE_PREFIX}/state"  # the engine's memory of the job (JSON)
 ENGINE_NAME: Final = "elastic-autoscaler-engine"
 

@@ -12,7 +12,7 @@ import logging
 import math
 import re
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,8 +21,16 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
-from autoscaler.engine.ports import JobKey, ManagedJob
-from autoscaler.metrics_contract import DEFAULT_QUERY_TEMPLATE, DEFAULT_WINDOW
+from autoscaler.engine.ports import JobKey, ManagedJob, Progress
+from autoscaler.metrics_contract import (
+    DEFAULT_QUERY_TEMPLATE,
+    DEFAULT_WINDOW,
+    LABEL_JOB_NAME,
+    LABEL_NAMESPACE,
+    PROGRESS,
+    PROGRESS_QUERY,
+    TOTAL,
+)
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +106,18 @@ def _rate(raw: Any) -> float | None:
     return value if math.isfinite(value) and value >= 0 else None
 
 
+def progress_by_job(result: Any, *, keys: Collection[JobKey]) -> dict[JobKey, Progress]:
+    """`PROGRESS_QUERY`'s vector as each listed job's progress (absent gauges stay None)."""
+    found: dict[JobKey, dict[str, float | None]] = {}
+    for series in result:
+        labels = series["metric"]
+        key = (labels.get(LABEL_NAMESPACE, ""), labels.get(LABEL_JOB_NAME, ""))
+        field = {PROGRESS: "samples_done", TOTAL: "total_samples"}.get(labels.get("__name__", ""))
+        if key in keys and field is not None:
+            found.setdefault(key, {})[field] = _rate(series["value"][1])
+    return {key: Progress(**fields) for key, fields in found.items()}
+
+
 class PrometheusThroughput:
     """`ThroughputSource` over a Prometheus HTTP API, with a count of queries and failures.
 
@@ -168,6 +188,20 @@ class PrometheusThroughput:
         if transport is not None:
             log.warning("throughput of %d jobs unknown: %s", len(jobs), transport)
         return values
+
+    def progress(self, jobs: Sequence[ManagedJob], *, now: datetime) -> dict[JobKey, Progress]:
+        """The progress gauges of every job that exports them, with one query for all jobs.
+        A failure is logged and reads as no progress (the engine then integrates throughput)."""
+        if self._authorize() is not None:
+            return {}
+        self.queries += 1
+        try:
+            result = self._prom.custom_query(PROGRESS_QUERY, timeout=self.timeout)
+            return progress_by_job(result, keys={job.key for job in jobs})
+        except (OSError, PrometheusApiClientException, ValueError, LookupError, TypeError) as exc:
+            self.errors += 1
+            log.warning("job progress unknown: %s: %.200s", type(exc).__name__, exc)
+            return {}
 
     def _query(self, job: ManagedJob) -> float | None:
         query = render_query(

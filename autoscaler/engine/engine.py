@@ -5,6 +5,7 @@ the ports. A policy that raises, overruns its time budget or returns nonsense ne
 count: that round keeps every job where it is, with an Event and a metric.
 """
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -15,7 +16,14 @@ from datetime import datetime
 from typing import Any
 
 from autoscaler.engine.config import EngineConfig
-from autoscaler.engine.ports import Cluster, JobKey, ManagedJob, Owner, ThroughputSource
+from autoscaler.engine.ports import (
+    Cluster,
+    JobKey,
+    ManagedJob,
+    Owner,
+    Progress,
+    ThroughputSource,
+)
 from autoscaler.engine.report import Outcome, RoundReport, export, log_records
 from autoscaler.engine.settle import (
     Settled,
@@ -69,6 +77,7 @@ class Engine:
         self._saved: dict[JobKey, tuple[str, datetime]] = {}
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy")
         self._running: Future[Sequence[Decision]] | None = None
+        self._problems: dict[JobKey, tuple[str, ...]] = {}
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -77,8 +86,11 @@ class Engine:
         jobs = [
             job for job in self.cluster.jobs() if job.owner is Owner.ENGINE and not job.finished
         ]
+        self._warn_invalid(jobs)
         readings = self._read(jobs, now=now)
-        holds = self._observe(jobs, readings=readings, now=now)
+        progress = self._progress(jobs, now=now)
+        jobs = [_with_declared_total(job, progress.get(job.key)) for job in jobs]
+        holds = self._observe(jobs, readings=readings, progress=progress, now=now)
         capacity = dict(
             self.config.capacity if self.config.capacity is not None else self.cluster.capacity()
         )
@@ -116,15 +128,31 @@ class Engine:
         self._forget_gone({job.key for job in jobs})
         return report
 
+    def _warn_invalid(self, jobs: Sequence[ManagedJob]) -> None:
+        """A Warning for each job whose annotations are ignored, once per change of them."""
+        for job in jobs:
+            if job.problems and self._problems.get(job.key) != job.problems:
+                message = "; ".join(job.problems)
+                self.cluster.event(job, reason="InvalidAnnotation", message=message, warning=True)
+            self._problems[job.key] = job.problems
+
     def _observe(
-        self, jobs: Sequence[ManagedJob], *, readings: Mapping[JobKey, float | None], now: datetime
+        self,
+        jobs: Sequence[ManagedJob],
+        *,
+        readings: Mapping[JobKey, float | None],
+        progress: Mapping[JobKey, Progress],
+        now: datetime,
     ) -> dict[JobKey, Step | None]:
         """Fold this round's readings into each job's state; which jobs must keep their count."""
         config = self.config.settle
         holds = {}
         for job in jobs:
             state = self.states.get(job.key) or JobState.from_json(job.state)
-            state = observe(job, state, reading=readings[job.key], now=now, config=config)
+            done = progress.get(job.key, Progress()).samples_done
+            state = observe(
+                job, state, reading=readings[job.key], samples_done=done, now=now, config=config
+            )
             self.states[job.key] = state
             holds[job.key] = hold(job, state, reading=readings[job.key], now=now, config=config)
         return holds
@@ -161,6 +189,13 @@ class Engine:
         if self.metrics:
             self.metrics.metrics_unavailable.inc(sum(value is None for value in readings.values()))
         return readings
+
+    def _progress(self, jobs: Sequence[ManagedJob], *, now: datetime) -> Mapping[JobKey, Progress]:
+        try:
+            return self.throughput.progress(jobs, now=now)
+        except Exception:  # progress only sharpens estimates: without it the engine integrates
+            log.exception("reading progress failed; estimating it from throughput")
+            return {}
 
     def _decide(self, view: Snapshot, *, jobs: Sequence[ManagedJob], now: datetime) -> Proposals:
         started = time.perf_counter()
@@ -316,8 +351,17 @@ class Engine:
         for key in set(self.states) - keys:
             self.states.pop(key)
             self._saved.pop(key, None)
+            self._problems.pop(key, None)
             if self.metrics:
                 self.metrics.forget(namespace=key[0], name=key[1])
+
+
+def _with_declared_total(job: ManagedJob, progress: Progress | None) -> ManagedJob:
+    """The job's total work: its annotation, else what its training helper reports."""
+    reported = progress.total_samples if progress is not None else None
+    if job.total_samples is not None or reported is None or not reported > 0:
+        return job
+    return dataclasses.replace(job, total_samples=reported)
 
 
 def _well_formed(decisions: Any) -> bool:

@@ -1,6 +1,7 @@
 """A PyTorchJob as the engine sees it (`ManagedJob`), read from the API object (pure)."""
 
 import logging
+import math
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -26,6 +27,10 @@ def managed_job(obj: JSON) -> ManagedJob | None:
     low, high = _bounds(policy, replicas=replicas)
     annotations = metadata.get("annotations") or {}
     status = obj.get("status") or {}
+    total, total_problem = total_samples(annotations.get(c.ANNOTATION_TOTAL_SAMPLES))
+    allowed, allowed_problem = allowed_replicas(
+        annotations.get(c.ANNOTATION_ALLOWED_REPLICAS), low=low, high=high
+    )
     return ManagedJob(
         namespace=metadata.get("namespace", ""),
         name=metadata["name"],
@@ -44,6 +49,9 @@ def managed_job(obj: JSON) -> ManagedJob | None:
             for cond in status.get("conditions") or []
         ),
         state=annotations.get(c.ANNOTATION_STATE, ""),
+        total_samples=total,
+        allowed_replicas=allowed,
+        problems=tuple(problem for problem in (total_problem, allowed_problem) if problem),
     )
 
 
@@ -91,3 +99,40 @@ def _weight(annotations: Mapping[str, str]) -> float:
         log.warning("ignoring weight annotation %r: not a number", text)
         return 1.0
     return weight if weight > 0 else 1.0
+
+
+def total_samples(text: str | None) -> tuple[float | None, str]:
+    """The declared total work, or None and why the annotation is ignored."""
+    if text is None:
+        return None, ""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        return None, f"{c.ANNOTATION_TOTAL_SAMPLES} {text!r} is not a positive number: ignored"
+    return value, ""
+
+
+def allowed_replicas(
+    text: str | None, *, low: int, high: int
+) -> tuple[tuple[int, ...] | None, str]:
+    """The counts the job may run at (within its bounds), or None and why the annotation is
+    ignored: every count must be a whole number in [low, high]."""
+    if text is None:
+        return None, ""
+    name = c.ANNOTATION_ALLOWED_REPLICAS
+    if text.strip() == "powers-of-two":
+        counts = [2**k for k in range(high.bit_length()) if low <= 2**k <= high]
+        if not counts:
+            return None, f"{name}: no power of two lies in [{low}, {high}]: ignored"
+        return tuple(counts), ""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() for part in parts):
+        what = "neither a comma-separated list of counts nor powers-of-two"
+        return None, f"{name} {text!r} is {what}: ignored"
+    counts = sorted({int(part) for part in parts})
+    outside = [n for n in counts if not low <= n <= high]
+    if outside:
+        return None, f"{name} {text!r}: {outside} outside the job's [{low}, {high}]: ignored"
+    return tuple(counts), ""

@@ -39,6 +39,9 @@ class ManagedJob:
     finished: bool = False
     state: str = ""  # the engine's persisted state (annotation JSON), "" when none
     uid: str = ""
+    total_samples: float | None = None  # the work the job declared; None = not declared
+    allowed_replicas: tuple[int, ...] | None = None  # the only counts it may run at; None = all
+    problems: tuple[str, ...] = ()  # annotations ignored because they are invalid, and why
 
     @property
     def key(self) -> JobKey:
@@ -74,9 +77,21 @@ class Cluster(Protocol):
     ) -> None: ...
 
 
+@dataclass(frozen=True)
+class Progress:
+    """How far a job says it is (the training helper's gauges); None where it does not say."""
+
+    samples_done: float | None = None  # samples trained so far, counting every incarnation
+    total_samples: float | None = None  # samples it trains in all
+
+
 class ThroughputSource(Protocol):
     """Training throughput (samples/s) of each job over the recent window, None when unknown."""
 
     def read(
         self, jobs: Sequence[ManagedJob], *, now: datetime
     ) -> Mapping[JobKey, float | None]: ...
+
+    def progress(self, jobs: Sequence[ManagedJob], *, now: datetime) -> Mapping[JobKey, Progress]:
+        """What the jobs report of their progress; a job that reports nothing may be left out."""
+        ...

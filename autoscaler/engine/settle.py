@@ -2,7 +2,8 @@
 
 observe: record the round's throughput reading (`observe`), decide whether the job is held
 (`hold`: no data, cooling down, restart budget spent). settle: hold -> clamp to [min, max] ->
-scale-down stabilisation -> rate limits -> pending pods; then `fit_capacity` across jobs.
+scale-down stabilisation -> rate limits -> allowed counts -> pending pods; then `fit_capacity`
+across jobs.
 """
 
 import math
@@ -16,12 +17,20 @@ from autoscaler.engine.state import JobState, Point, Step
 
 
 def observe(
-    job: ManagedJob, state: JobState, *, reading: float | None, now: datetime, config: SettleConfig
+    job: ManagedJob,
+    state: JobState,
+    *,
+    reading: float | None,
+    now: datetime,
+    config: SettleConfig,
+    samples_done: float | None = None,
 ) -> JobState:
-    """The state with this round's reading, attributed to the count only once the job is steady."""
+    """The state with this round's reading, attributed to the count only once the job is steady;
+    `samples_done`: the progress the job reported, if it did."""
     if state.replicas is not None and state.replicas != job.replicas:  # someone else rescaled it
         state = rescaled(state, to=job.replicas, now=now)
     state = state.model_copy(update={"replicas": job.replicas})
+    state = account(job, state, reading, samples_done=samples_done, now=now)
     steady_since = max(job.created, state.last_rescale or job.created)
     steady = job.active == job.replicas and now - steady_since >= timedelta(
         seconds=config.settle_seconds
@@ -30,6 +39,29 @@ def observe(
         return state
     points = {**state.throughput, job.replicas: Point(samples_per_second=reading, observed_at=now)}
     return state.model_copy(update={"throughput": points})
+
+
+def account(
+    job: ManagedJob,
+    state: JobState,
+    reading: float | None,
+    *,
+    samples_done: float | None,
+    now: datetime,
+) -> JobState:
+    """Add the time since the last round: worker-seconds at today's count, and samples: the
+    progress the job reported, else this round's throughput (a window average, so a restart's
+    stall is in it; no reading adds nothing) times the time."""
+    seconds = 0.0 if state.accounted_at is None else (now - state.accounted_at).total_seconds()
+    seconds = max(0.0, seconds)
+    done = state.samples_done + (reading or 0.0) * seconds
+    return state.model_copy(
+        update={
+            "samples_done": samples_done if samples_done is not None else done,
+            "attained_seconds": state.attained_seconds + job.active * seconds,
+            "accounted_at": now,
+        }
+    )
 
 
 def rescaled(state: JobState, *, to: int, now: datetime) -> JobState:
@@ -119,7 +151,7 @@ def settle(
     if held is not None:
         return Settled(replicas=job.replicas, steps=(proposal, held))
     steps = [proposal]
-    for rule in (_clamp, _stabilise, _rate_limit, _pending):
+    for rule in (_clamp, _stabilise, _rate_limit, _allowed, _pending):
         step = rule(job, state, steps[-1].replicas, now=now, config=config)
         if step is not None:
             steps.append(step)
@@ -184,6 +216,21 @@ def _rate_limit(
             message=f"at most {current - down} fewer workers per decision",
         )
     return None
+
+
+def _allowed(
+    job: ManagedJob, _: JobState, replicas: int, *, now: datetime, config: SettleConfig
+) -> Step | None:
+    """An allowed count between the current one and the wish, nearest the wish (so a rate limit
+    is never overstepped); the current count when there is none."""
+    allowed = job.allowed_replicas
+    if allowed is None or replicas in allowed or replicas == job.replicas:
+        return None
+    low, high = sorted((job.replicas, replicas))
+    between = [count for count in allowed if low <= count <= high]
+    count = (max if replicas > job.replicas else min)(between, default=job.replicas)
+    message = f"the job runs only at {', '.join(map(str, allowed))} workers"
+    return Step(name="allowed", replicas=count, reason="NotAllowedCount", message=message)
 
 
 def _pending(

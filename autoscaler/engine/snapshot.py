@@ -35,6 +35,11 @@ def job_snapshot(
         else max(0.0, (now - state.last_rescale).total_seconds()),
         restart_seconds=restart_seconds,
         restarts_remaining=restarts_left(job, state),
+        remaining_samples=None
+        if job.total_samples is None
+        else max(0.0, job.total_samples - state.samples_done),
+        attained_seconds=state.attained_seconds,
+        allowed_replicas=job.allowed_replicas,
     )
 
 
@@ -59,7 +64,13 @@ def pinned(view: Snapshot, holds: Mapping[JobKey, Step | None]) -> Snapshot:
     """The snapshot a policy is given: a held job is presented with min = max = its count, so
     the others are planned around it."""
     jobs = [
-        job.model_copy(update={"min_replicas": job.replicas, "max_replicas": job.replicas})
+        job.model_copy(
+            update={
+                "min_replicas": job.replicas,
+                "max_replicas": job.replicas,
+                "allowed_replicas": None,
+            }
+        )
         if holds.get(job.key)
         else job
         for job in view.jobs

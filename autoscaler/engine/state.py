@@ -54,6 +54,11 @@ class JobState(BaseModel):
     # torchrun restarts the job's rescales may have spent on each worker: one per scale-down,
     # none per scale-up (the worst case measured; see autoscaler.torchrun).
     restarts_spent: int = 0
+    # What the job has done, integrated over the rounds the engine saw it run: samples (the
+    # observed throughput x time) and worker-seconds (running workers x time), as of `accounted_at`.
+    samples_done: float = 0.0
+    attained_seconds: float = 0.0
+    accounted_at: datetime | None = None
     recommendations: list[tuple[datetime, int]] = []
     decisions: list[DecisionRecord] = []  # the latest few, newest last
 

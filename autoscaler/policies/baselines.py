@@ -1,4 +1,5 @@
-"""Baseline policies to compare the global optimizer with: `static`, `equal-share`, `hpa-like`."""
+"""Baseline policies to compare the global optimizer with: `static`, `equal-share`, `hpa-like`,
+`tiresias`."""
 
 import math
 from collections.abc import Sequence
@@ -24,7 +25,13 @@ class Static:
 
     def decide(self, snapshot: Snapshot, *, now: datetime) -> Sequence[Decision]:
         return [
-            Decision(job.namespace, job.name, current_count(job), "Static", "keeping the count")
+            Decision(
+                job.namespace,
+                job.name,
+                nearest_allowed(job, current_count(job)),
+                "Static",
+                "keeping the count",
+            )
             for job in snapshot.jobs
         ]
 
@@ -40,7 +47,7 @@ class EqualShare:
         self.config = config
 
     def decide(self, snapshot: Snapshot, *, now: datetime) -> Sequence[Decision]:
-        counts = {job.key: job.min_replicas for job in snapshot.jobs}
+        counts = {job.key: smallest(job) for job in snapshot.jobs}
         sizes = {
             job.key: job.resources_per_replica.get(self.config.resource, 0.0)
             for job in snapshot.jobs
@@ -48,18 +55,72 @@ class EqualShare:
         free = snapshot.capacity.get(self.config.resource, math.inf) - sum(
             counts[key] * sizes[key] for key in counts
         )
-        growing = [job for job in snapshot.jobs if job.max_replicas > job.min_replicas]
+        growing = [job for job in snapshot.jobs if larger(job, counts[job.key]) is not None]
         while growing:
             job = min(growing, key=lambda j: (counts[j.key] * sizes[j.key], counts[j.key]))
-            if sizes[job.key] > free or counts[job.key] == job.max_replicas:
+            step = larger(job, counts[job.key])
+            if step is None or (step - counts[job.key]) * sizes[job.key] > free:
                 growing.remove(job)
                 continue
-            counts[job.key] += 1
-            free -= sizes[job.key]
+            free -= (step - counts[job.key]) * sizes[job.key]
+            counts[job.key] = step
         return [
             Decision(job.namespace, job.name, counts[job.key], "EqualShare", "an equal share")
             for job in snapshot.jobs
         ]
+
+
+class TiresiasConfig(PolicyConfig):
+    resource: str = Field(default=GPU, description="the capacity the jobs share")
+
+
+class Tiresias:
+    """Least attained service first (Tiresias, NSDI'19), at fixed sizes.
+
+    In order of attained service (least first, then oldest), each job gets its largest allowed
+    count if that still fits, else its smallest: the job keeps one of two sizes and is never
+    sized by its curve. Tiresias suspends the jobs it preempts; an elastic job cannot go below its
+    minimum, so here a preempted job runs at its minimum instead.
+    """
+
+    def __init__(self, config: TiresiasConfig) -> None:
+        self.config = config
+
+    def decide(self, snapshot: Snapshot, *, now: datetime) -> Sequence[Decision]:
+        size = {job.key: job.resources_per_replica.get(self.config.resource, 0.0)
+                for job in snapshot.jobs}  # fmt: skip
+        free = snapshot.capacity.get(self.config.resource, math.inf) - sum(
+            smallest(job) * size[job.key] for job in snapshot.jobs
+        )
+        decisions = []
+        for job in sorted(snapshot.jobs, key=lambda j: (j.attained_seconds, -j.age_seconds)):
+            extra = (largest(job) - smallest(job)) * size[job.key]
+            full = extra <= free
+            free -= extra if full else 0.0
+            count = largest(job) if full else smallest(job)
+            reason = "LeastAttainedService" if full else "MoreAttainedService"
+            message = f"{job.attained_seconds:.0f} worker-seconds attained"
+            decisions.append(Decision(job.namespace, job.name, count, reason, message))
+        return decisions
+
+
+def smallest(job: JobSnapshot) -> int:
+    return job.allowed_replicas[0] if job.allowed_replicas else job.min_replicas
+
+
+def largest(job: JobSnapshot) -> int:
+    return job.allowed_replicas[-1] if job.allowed_replicas else job.max_replicas
+
+
+def larger(job: JobSnapshot, count: int) -> int | None:
+    """The next count the job may run at above `count`, if any."""
+    return next((n for n in range(count + 1, job.max_replicas + 1) if job.allows(n)), None)
+
+
+def nearest_allowed(job: JobSnapshot, count: int) -> int:
+    """`count` if allowed, else the largest allowed count below it, else the smallest."""
+    below = [n for n in range(job.min_replicas, count + 1) if job.allows(n)]
+    return below[-1] if below else smallest(job)
 
 
 class HpaLikeConfig(PolicyConfig):
@@ -91,7 +152,8 @@ class HpaLike:
         message = f"scaling efficiency {efficiency:.2f} against a target of {target}"
         if abs(ratio - 1) <= self.config.tolerance:
             return Decision(job.namespace, job.name, current, "WithinTolerance", message)
-        desired = min(max(math.ceil(current * ratio), job.min_replicas), job.max_replicas)
+        wanted = min(max(math.ceil(current * ratio), job.min_replicas), job.max_replicas)
+        desired = nearest_allowed(job, wanted)
         reason = "ScaleUp" if desired > current else "ScaleDown" if desired < current else "AtLimit"
         return Decision(job.namespace, job.name, desired, reason, message)
 
@@ -104,6 +166,12 @@ EQUAL_SHARE = PolicyPlugin(
     summary="split the capacity evenly between jobs",
     config_model=EqualShareConfig,
     build=EqualShare,
+)
+TIRESIAS = PolicyPlugin(
+    name="tiresias",
+    summary="least attained service first, each job at its largest or smallest count",
+    config_model=TiresiasConfig,
+    build=Tiresias,
 )
 HPA_LIKE = PolicyPlugin(
     name="hpa-like",

@@ -45,6 +45,21 @@ class JobSnapshot(BaseModel):
     restarts_remaining: int | None = Field(
         default=None, description="torchrun restart budget left (None = unknown or unlimited)"
     )
+    remaining_samples: NonNegativeFloat | None = Field(
+        default=None,
+        description="samples left to train: the declared total minus the samples trained so far"
+        " (the engine integrates the observed throughput over time); None = no total declared",
+    )
+    attained_seconds: NonNegativeFloat = Field(
+        default=0.0,
+        description="worker-seconds the job has run so far (running workers x seconds, as the"
+        " engine observed them); times resources_per_replica gives resource-seconds",
+    )
+    allowed_replicas: tuple[PositiveInt, ...] | None = Field(
+        default=None,
+        description="the only counts the job may run at, ascending within [min, max]"
+        " (None = every count in the bounds)",
+    )
 
     @property
     def key(self) -> tuple[str, str]:
@@ -54,7 +69,22 @@ class JobSnapshot(BaseModel):
     def _bounds(self) -> "JobSnapshot":
         if self.min_replicas > self.max_replicas:
             raise ValueError(f"min_replicas {self.min_replicas} > max_replicas {self.max_replicas}")
+        allowed = self.allowed_replicas
+        if allowed is not None and (
+            not allowed
+            or list(allowed) != sorted(set(allowed))
+            or not self.min_replicas <= allowed[0] <= allowed[-1] <= self.max_replicas
+        ):
+            raise ValueError(
+                f"allowed_replicas {list(allowed)} must be ascending, distinct and within"
+                f" [{self.min_replicas}, {self.max_replicas}]"
+            )
         return self
+
+    def allows(self, count: int) -> bool:
+        """Whether the job may run at `count` (its bounds, and its allowed counts if any)."""
+        inside = self.min_replicas <= count <= self.max_replicas
+        return inside and (self.allowed_replicas is None or count in self.allowed_replicas)
 
 
 class Snapshot(BaseModel):

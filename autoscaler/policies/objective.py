@@ -1,11 +1,17 @@
-"""The cluster objective over per-job speedups, as the issue defines it.
+"""The cluster objective, over per-job speedups or per-job expected remaining times.
 
-With speedup `s_j = T_j(n_j) / T_j(min_j)` and weight `w_j`:
+With speedup `s_j = T_j(n_j) / T_j(min_j)`, weight `w_j` and exponent `p`:
 - `throughput`:   maximise  Σ w_j · s_j
 - `proportional`: maximise  Σ w_j · log s_j
 - `power-mean`:   p > 0 maximise Σ w_j · s_j^p; p = 0 is `proportional`;
-                  p < 0 minimise Σ w_j · s_j^p
-  (Pollux uses p = -1).
+                  p < 0 minimise Σ w_j · s_j^p  (Pollux uses p = -1).
+With `E_j`, the job's expected remaining seconds at its count (its remaining work over its
+throughput there, plus the stall of a rescale when the count changes):
+- `completion-time`: p < 0 maximise Σ w_j · E_j^p  (p = -1: the rate at which jobs complete);
+                     p = 0 minimise Σ w_j · log E_j (proportional fairness on speedups again);
+                     p > 0 minimise Σ w_j · E_j^p  (p = 1: Optimus' sum of remaining times).
+  The more negative p, the more the shortest remaining jobs are served first (SRPT's rule as
+  p goes to -inf with linear speedups); p = 0 ignores the work left altogether.
 `value` reports the objective exactly so; `utility` is the per-job term a maximiser adds up.
 """
 
@@ -16,42 +22,55 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 Floats = npt.NDArray[np.float64]
+Kind = Literal["completion-time", "throughput", "proportional", "power-mean"]
 
 
 class Objective(BaseModel):
-    """The cluster objective over speedups s = T(n) / T(min) with job weights w."""
+    """The cluster objective over speedups s, or remaining times E, with job weights w."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal["throughput", "proportional", "power-mean"] = Field(
-        default="proportional",
-        description="Σ w·s, Σ w·log s, or the power mean of exponent p (see the README for why"
-        " proportional is the default)",
+    kind: Kind = Field(
+        default="completion-time",
+        description="Σ w·E^p over expected remaining times E (the default), or over speedups s:"
+        " Σ w·s, Σ w·log s, or the power mean of exponent p",
     )
-    exponent: float = Field(default=-1.0, description="p of the power mean (kind power-mean only)")
+    exponent: float = Field(
+        default=-0.25,
+        description="p of `completion-time` and `power-mean`; the default is measured for"
+        " completion-time (Pollux's power mean uses -1)",
+    )
+
+    @property
+    def over_remaining_time(self) -> bool:
+        """The per-job quantity is the expected remaining time E, not the speedup s."""
+        return self.kind == "completion-time"
 
     @property
     def minimised(self) -> bool:
+        if self.over_remaining_time:
+            return self.exponent >= 0
         return self.kind == "power-mean" and self.exponent < 0
 
     @property
     def logarithmic(self) -> bool:
-        return self.kind == "proportional" or (self.kind == "power-mean" and self.exponent == 0)
+        powered = self.kind in ("power-mean", "completion-time")
+        return self.kind == "proportional" or (powered and self.exponent == 0)
 
-    def term(self, speedup: Floats) -> Floats:
-        """Σ w · term(s) is the objective as reported (minimised when `minimised`)."""
-        with np.errstate(divide="ignore"):
+    def term(self, quantity: Floats) -> Floats:
+        """Σ w · term(x) is the objective as reported (minimised when `minimised`)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
             if self.logarithmic:
-                return np.log(speedup)
-            if self.kind == "power-mean":
-                return np.power(speedup, self.exponent)
-            return speedup
+                return np.log(quantity)
+            if self.kind in ("power-mean", "completion-time"):
+                return np.power(quantity, self.exponent)
+            return quantity
 
-    def utility(self, speedup: Floats, *, weight: float) -> Floats:
-        """What a maximiser adds up: ±w·term(s); -inf where a speedup of 0 has no finite value."""
-        terms = weight * self.term(np.asarray(speedup, dtype=np.float64))
+    def utility(self, quantity: Floats, *, weight: float) -> Floats:
+        """What a maximiser adds up: ±w·term(x); -inf where the term has no finite value."""
+        terms = weight * self.term(np.asarray(quantity, dtype=np.float64))
         utility = -terms if self.minimised else terms
         return np.where(np.isfinite(utility), utility, -np.inf)
 
-    def value(self, speedups: Floats, *, weights: Floats) -> float:
-        return float(np.sum(weights * self.term(speedups)))
+    def value(self, quantities: Floats, *, weights: Floats) -> float:
+        return float(np.sum(weights * self.term(quantities)))

@@ -47,6 +47,35 @@ def job_curve(job: JobSnapshot, *, model: ThroughputModel) -> JobCurve:
     return JobCurve(low=job.min_replicas, throughput=values)
 
 
+# A job that declared no work and has barely run is assumed to have at least this many
+# worker-seconds left, so a new job is served first but not infinitely so.
+MIN_ESTIMATED_WORKER_SECONDS = 600.0
+
+
+def remaining_samples(job: JobSnapshot, curve: JobCurve) -> float:
+    """The samples the job has left: declared, else estimated from the service it attained.
+
+    The estimate is the rule least-attained-service scheduling (Tiresias) rests on: with job
+    sizes as heavy-tailed as measured in GPU clusters, a job that has run longer is expected to
+    run longer still; here, to need as much again as it had (at its current per-worker rate).
+    """
+    if job.remaining_samples is not None:
+        return job.remaining_samples
+    current = current_count(job)
+    per_worker = curve.at(current) / current
+    if not np.isfinite(per_worker):
+        per_worker = curve.throughput[0] / curve.low
+    return max(job.attained_seconds, MIN_ESTIMATED_WORKER_SECONDS) * per_worker
+
+
+def remaining_seconds(job: JobSnapshot, curve: JobCurve) -> Floats:
+    """Expected seconds to finish at every count of the curve, at its throughput there (NaN
+    where the count may not be chosen); at least a second, so that no term is infinite."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        seconds = remaining_samples(job, curve) / curve.throughput
+    return np.where(np.isnan(seconds), np.nan, np.maximum(seconds, 1.0))
+
+
 def current_count(job: JobSnapshot) -> int:
     """The job's count, clamped into its bounds (bounds may have changed since it was set)."""
     return min(max(job.replicas, job.min_replicas), job.max_replicas)
@@ -64,20 +93,25 @@ def objective_value(
     model: ThroughputModel,
     fitted: Mapping[JobKey, JobCurve] | None = None,
 ) -> float:
-    """The objective of a set of counts, exactly as `Objective` defines it.
+    """The objective of a set of counts, exactly as `Objective` defines it (remaining times
+    without the stall of getting there).
 
     Jobs with no throughput data, or sized where their curve is unknown, have no speedup and are
     left out of the sum. `fitted`: the snapshot's curves when the caller has them already.
     """
     fitted = fitted if fitted is not None else curves(snapshot, model=model)
-    speedups, weights = [], []
+    quantities, weights = [], []
     for job in snapshot.jobs:
         curve = fitted[job.key]
         count = replicas.get(job.key, job.replicas)
         if curve.known and np.isfinite(curve.at(count)):
-            speedups.append(curve.at(count) / curve.throughput[0])
+            index = count - curve.low
+            per_job = (
+                remaining_seconds(job, curve) if objective.over_remaining_time else curve.speedup
+            )
+            quantities.append(per_job[index])
             weights.append(job.weight)
-    return objective.value(np.array(speedups), weights=np.array(weights))
+    return objective.value(np.array(quantities), weights=np.array(weights))
 
 
 def reporting(config: BaseModel | None) -> tuple[Objective, ThroughputModel]:

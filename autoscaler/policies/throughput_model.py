@@ -13,6 +13,7 @@ Old points decay with a half-life; a prior (near-linear scaling with a sync over
 """
 
 from collections.abc import Mapping
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +37,16 @@ class ThroughputModel(BaseModel):
     )
     exploration_step: int = Field(
         default=1, ge=0, description="how far past the largest observed count a job may be sized"
+    )
+    exploration_factor: float = Field(
+        default=1.0,
+        ge=1.0,
+        description="...or how many times the largest observed count, whichever is larger",
+    )
+    extrapolation: Literal["fit", "optimistic"] = Field(
+        default="fit",
+        description="past the largest observed count: the fit, or the most a concave curve"
+        " could reach there (the last observed slope carried on), when that is more",
     )
 
 
@@ -88,7 +99,8 @@ def curve(
     """T(n) for n in [low, high]; observed counts keep their values, the rest come from the fit.
 
     With a value for every count the observations are used as they are. Counts past the
-    exploration bound (largest observed + step) get NaN: nobody may size a job there yet.
+    exploration bound (largest observed + step, or times factor) get NaN: nobody may size a job
+    there yet.
     """
     usable = {n: t for n, t in points.items() if np.isfinite(t) and t > 0}
     counts = np.arange(low, high + 1)
@@ -101,5 +113,20 @@ def curve(
         fitted = counts / (features(counts) @ parameters)
     observed = np.array([usable.get(int(n), np.nan) for n in counts])
     values = np.where(np.isnan(observed), fitted, observed)
-    bound = max(usable) + model.exploration_step
+    if model.extrapolation == "optimistic":
+        values = np.maximum(values, _carried_on(usable, counts.astype(np.float64)))
+    largest = max(usable)
+    bound = max(largest + model.exploration_step, largest * model.exploration_factor)
     return np.where(counts <= bound, values, np.nan)
+
+
+def _carried_on(points: Mapping[int, float], counts: Floats) -> Floats:
+    """Past the largest observed count, its value plus the slope of the last two observed counts
+    (never negative): no concave curve through them is higher there. A fit that bends down past
+    the data kept jobs from growing in the simulator (71 % of the GPUs busy against 86 % for
+    equal-share) although their real curves still rose. Elsewhere: 0 (nothing to add)."""
+    if len(points) < 2:
+        return np.zeros(len(counts))
+    (low, below), (high, top) = sorted(points.items())[-2:]
+    slope = max(0.0, (top - below) / (high - low))
+    return np.where(counts > high, top + slope * (counts - high), 0.0)

@@ -2,7 +2,9 @@
 from Kubernetes and Prometheus.
 
 - `jobs()` lists every submitted job that was not rejected, finished ones with `finished=True`;
-  `replicas` is the spec, `active` the bound (running) workers, 0 while queued.
+  `replicas` is the spec, `active` the bound (running) workers, 0 while queued; with
+  `declared_work` each job declares its total samples (iterations x global batch), as the
+  `total-samples` annotation or the training helper would.
 - `capacity()` is `{"nvidia.com/gpu": total GPUs}`: every job here is the engine's.
 - `scale()` writes the spec if `job.replicas` is still current (else a conflict, as a
   resourceVersion mismatch would be) and the count is within the job's bounds.
@@ -10,6 +12,8 @@ from Kubernetes and Prometheus.
   right now, None while it is queued, restarting or finished: the rate is constant between
   restarts, so a window average over the time since the last restart is that rate. Optional noise
   (relative, Gaussian) is seeded by (seed, job, virtual time): the same run gives the same numbers.
+  `progress` reports the samples each running job has trained, exactly (no noise), as the
+  training helper's progress gauge would.
 """
 
 import random
@@ -18,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from autoscaler.api import coordinates as c
-from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
+from autoscaler.engine.ports import JobKey, ManagedJob, Owner, Progress, ScaleResult
 from autoscaler.sim.state import JobState, Phase, SimState
 
 GPU = c.GPU_RESOURCE
@@ -40,9 +44,12 @@ class SimEvent:
 class SimCluster:
     """The simulated cluster as the engine sees it (implements `ports.Cluster`)."""
 
-    def __init__(self, state: SimState, *, namespace: str, origin: datetime) -> None:
+    def __init__(
+        self, state: SimState, *, namespace: str, origin: datetime, declared_work: bool = True
+    ) -> None:
         self._state = state
         self.namespace = namespace
+        self.declared_work = declared_work
         self.origin = origin
         self.events: list[SimEvent] = []
         self.writes = 0  # successful /scale writes
@@ -70,6 +77,7 @@ class SimCluster:
             max_restarts=None,
             finished=job.phase is Phase.FINISHED,
             state=job.annotation,
+            total_samples=float(spec.iterations * spec.batch_size) if self.declared_work else None,
         )
 
     def capacity(self) -> Mapping[str, float]:
@@ -127,6 +135,15 @@ class SimThroughput:
     def read(self, jobs: Sequence[ManagedJob], *, now: datetime) -> Mapping[JobKey, float | None]:
         """Samples/s of each job at the simulation's current instant (`now` is that instant)."""
         return {job.key: self._samples_per_second(job) for job in jobs}
+
+    def progress(self, jobs: Sequence[ManagedJob], *, now: datetime) -> Mapping[JobKey, Progress]:
+        """Samples trained so far by each job that runs, as the training helper reports them."""
+        found = [self._state.by_name.get(job.name) for job in jobs]
+        return {
+            job.key: Progress(samples_done=state.done * state.spec.batch_size)
+            for job, state in zip(jobs, found, strict=True)
+            if state is not None and state.phase is Phase.RUNNING
+        }
 
     def _samples_per_second(self, job: ManagedJob) -> float | None:
         found = self._state.by_name.get(job.name) if job.namespace == self.namespace else None

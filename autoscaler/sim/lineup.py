@@ -2,7 +2,7 @@
 
 A named configuration is an installed plug-in with a fixed config, not a plug-in of its own:
 
-- `pollux-style`: `global-optimizer` with the objective Pollux schedules by, the power mean of the
+- `pollux-style`: `speedup-optimizer` with the objective Pollux schedules by, the power mean of the
   jobs' speedups with p = -1 (optimizer.md §1.2).
 """
 
@@ -30,15 +30,18 @@ class PolicyChoice:
 
 NAMED = {
     "pollux-style": PolicyChoice(
-        "pollux-style", "global-optimizer", {"objective": {"kind": "power-mean", "exponent": -1.0}}
+        "pollux-style", "speedup-optimizer", {"objective": {"kind": "power-mean", "exponent": -1.0}}
     ),
 }
 DEFAULT_POLICIES = (
     "static",
     "equal-share",
     "hpa-like",
-    "optimus-greedy",
+    "tiresias",
+    "speedup-greedy",
+    "optimus",
     "pollux-style",
+    "speedup-optimizer",
     "global-optimizer",
 )
 

@@ -39,6 +39,7 @@ class SimConfig:
     namespace: str = "sim"
     origin: datetime = datetime(2025, 1, 1, tzinfo=UTC)  # virtual time 0
     noise: float = 0.0  # relative std-dev of reported throughput
+    declared_work: bool = True  # every job declares its total samples (else none does)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -74,7 +75,10 @@ class Simulation:
             jobs=jobs, nodes=self.config.node_sizes(), restart_seconds=self.config.restart_seconds
         )
         self.cluster = SimCluster(
-            self.state, namespace=self.config.namespace, origin=self.config.origin
+            self.state,
+            namespace=self.config.namespace,
+            origin=self.config.origin,
+            declared_work=self.config.declared_work,
         )
         self.throughput = SimThroughput(
             self.state,

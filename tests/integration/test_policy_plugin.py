@@ -8,7 +8,6 @@ cluster, and the example's own tests run against the installed copy. No servers:
 import importlib
 import inspect
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -109,8 +108,12 @@ def test_decide_prints_its_decisions_and_the_objective(site: Path) -> None:
     assert output["decisions"][2]["message"] == (
         "6 workers hold 6 of 16 nvidia.com/gpu, for weight 1 of 4"
     )
-    # the default (proportional) objective, linear curves: Σ weight x log(count / minimum)
-    assert output["objective"] == pytest.approx(2 * math.log(3) + math.log(2) + math.log(6))
+    # the default objective, Σ weight x E^-0.25 over expected remaining seconds E: no work is
+    # declared and none attained yet, so each job has 600 worker-seconds left at its per-worker
+    # rate; the curves are linear, so E = 600 / count
+    assert output["objective"] == pytest.approx(sum(
+        weight * (600 / count) ** -0.25 for weight, count in ((2, 3), (1, 2), (1, 6))
+    ))  # fmt: skip
 
 
 def test_an_unknown_config_key_exits_2_naming_it(site: Path, tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
+from autoscaler.engine.ports import JobKey, ManagedJob, Owner, Progress, ScaleResult
 
 START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 GPU = "nvidia.com/gpu"
@@ -55,6 +55,9 @@ class CurveThroughput:
         if self.broken:
             raise ConnectionError("prometheus is down")
         return {job.key: self.curves[job.name](job.replicas) for job in jobs}
+
+    def progress(self, jobs: Sequence[ManagedJob], *, now: datetime) -> Mapping[JobKey, Progress]:
+        return {}  # these jobs report no progress: the engine integrates their throughput
 
 
 def make_job(

@@ -1,7 +1,6 @@
 """`autoscaler decide`, `policies` and `engine`'s configuration: output shape and bad input."""
 
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -40,7 +39,11 @@ def test_decide_prints_policy_objective_and_decisions(snapshot_file: Path) -> No
     assert output["policy"] == "global-optimizer"
     counts = {d["name"]: d["replicas"] for d in output["decisions"]}
     assert counts == {"linear": 7, "flat": 1}
-    assert output["objective"] == pytest.approx(math.log(7) + math.log(1))  # Σ log speedup
+    # Σ E^-0.25 over expected remaining seconds E: no work declared or attained, so 600
+    # worker-seconds left at the current per-worker rate (linear: E = 600 x 100 / T(7) = 600 / 7;
+    # flat: E = 600 x 104 / 4 / T(1))
+    expected = (600 / 7) ** -0.25 + (600 * 104 / 4 / 101) ** -0.25
+    assert output["objective"] == pytest.approx(expected)
     assert set(output["decisions"][0]) == {"namespace", "name", "replicas", "reason", "message"}
 
 
@@ -86,9 +89,14 @@ def test_policies_lists_every_built_in_with_its_schema() -> None:
     result = run("policies", "-o", "json")
     assert result.returncode == 0, result.stderr
     listing = {item["name"]: item for item in json.loads(result.stdout)}
-    assert {"global-optimizer", "optimus-greedy", "static", "equal-share", "hpa-like"} <= set(
-        listing
-    )
+    assert {
+        "global-optimizer",
+        "speedup-optimizer",
+        "optimus",
+        "tiresias",
+        "static",
+        "equal-share",
+    } <= set(listing)
     schema = listing["global-optimizer"]["config_schema"]
     assert schema["additionalProperties"] is False
     assert "objective" in schema["properties"]

@@ -15,7 +15,16 @@ from autoscaler.policies.throughput_model import ThroughputModel, curve
 
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
 GPU = "nvidia.com/gpu"
-BUILT_INS = {"global-optimizer", "optimus-greedy", "static", "equal-share", "hpa-like"}
+BUILT_INS = {
+    "global-optimizer",
+    "speedup-optimizer",
+    "speedup-greedy",
+    "optimus",
+    "tiresias",
+    "static",
+    "equal-share",
+    "hpa-like",
+}
 
 
 def job(
@@ -161,13 +170,13 @@ def test_objective_value_is_computed_as_defined() -> None:
     )
 
 
-def test_optimus_greedy_stops_at_a_cliff_the_exact_optimizer_crosses() -> None:
+def test_speedup_greedy_stops_at_a_cliff_the_exact_optimizer_crosses() -> None:
     cliff = {n: 100.0 * n if n <= 4 else 100.0 * n * 0.45 + (n == 8) * 500 for n in range(1, 9)}
     snapshot = Snapshot(
         capacity={GPU: 9}, jobs=[job("a", throughput=cliff), job("b", throughput=table("flat"))]
     )
-    greedy = decide("optimus-greedy", snapshot)
-    exact = decide("global-optimizer", snapshot, restart_seconds=0)
+    greedy = decide("speedup-greedy", snapshot)
+    exact = decide("speedup-optimizer", snapshot, restart_seconds=0)
     assert greedy["a"] == (4, "MarginalGain")
     assert exact["a"][0] == 8
 

@@ -91,6 +91,7 @@ def test_jobs_are_engine_owned_elastic_jobs_with_the_users_count() -> None:
         created=ORIGIN + timedelta(seconds=30),
         resources_per_replica={"nvidia.com/gpu": 2.0},
         max_restarts=None,
+        total_samples=1000 * 10,  # declared: iterations x global batch
     )
     assert sim.cluster.capacity() == {"nvidia.com/gpu": 8.0}
     assert find(sim, "a").finished

@@ -118,7 +118,7 @@ def test_progress_in_turn_counts_jobs_across_policies() -> None:
 def test_named_configurations_and_the_lineup() -> None:
     pollux = choose("pollux-style")
     assert (pollux.plugin, pollux.config) == (
-        "global-optimizer",
+        "speedup-optimizer",
         {"objective": {"kind": "power-mean", "exponent": -1.0}},
     )
     assert built(pollux).objective == Objective(kind="power-mean", exponent=-1.0)
