@@ -14,7 +14,8 @@ sums its rate over the job's pods. A job that knows its total work says so
 the global batch, also right after resuming from a checkpoint); policies that finish jobs sooner
 use the remaining work. Both are gauges, so a restarted worker reports them afresh.
 
-Run one reporter per pod (it owns the port): with several processes per pod, start it on LOCAL_RANK 0 and pass that rank's batch times LOCAL_WORLD_SIZE.
+Run one reporter per pod (it owns the port): with several processes per pod, start it on
+LOCAL_RANK 0 and pass that rank's batch times LOCAL_WORLD_SIZE.
 The namespace and job name come from `AUTOSCALER_NAMESPACE`/`AUTOSCALER_JOB_NAME`, else from the
 pod: the service-account namespace file and the hostname without its `-worker-N`/`-master-N`.
 This module needs only prometheus-client (no Kubernetes client).
