@@ -84,12 +84,14 @@ class ThroughputReporter:
         self._samples = Counter(
             SAMPLES, "Training samples processed by this pod", labels, registry=self.registry
         ).labels(namespace, job_name)
+        # Labelled on first use: a job that never declares them exports neither gauge.
+        self._labels = (namespace, job_name)
         self._progress = Gauge(
             PROGRESS, "Samples the whole job has trained so far", labels, registry=self.registry
-        ).labels(namespace, job_name)
+        )
         self._total = Gauge(
             TOTAL, "Samples the whole job trains in all", labels, registry=self.registry
-        ).labels(namespace, job_name)
+        )
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -129,13 +131,13 @@ class ThroughputReporter:
         """Declare the samples the whole job trains in all (a positive number)."""
         if not samples > 0:
             raise ValueError(f"total samples must be positive, got {samples!r}")
-        self._total.set(samples)
+        self._total.labels(*self._labels).set(samples)
 
     def set_progress(self, samples: float) -> None:
         """How many samples the whole job has trained so far (all workers, all incarnations)."""
         if not samples >= 0:
             raise ValueError(f"progress must be a number of samples >= 0, got {samples!r}")
-        self._progress.set(samples)
+        self._progress.labels(*self._labels).set(samples)
 
     def stop(self) -> None:
         """Stop serving (the counter keeps its value)."""

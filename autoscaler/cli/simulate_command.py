@@ -52,6 +52,13 @@ def add_simulate_command(commands: Any) -> None:
         default=DEFAULT_CONFIG.noise,
         help="relative std-dev of the throughput the engine reads (default: exact)",
     )
+    simulate.add_argument(
+        "--declared-work",
+        choices=["all", "none"],
+        default="all",
+        help="whether jobs declare their total samples (as the total-samples annotation or the"
+        " training helper would); with none, policies estimate the work left (default: all)",
+    )
     simulate.add_argument("--out", type=Path, help="write results.json and PNG plots here")
     simulate.add_argument("-o", "--output", choices=["table", "json"], default="table")
     simulate.add_argument(
@@ -86,6 +93,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             gpus_per_node=args.gpus_per_node,
             seed=args.seed,
             noise=args.noise,
+            declared_work=args.declared_work == "all",
         )
         bar = ProgressBar(sys.stderr)
         try:

@@ -65,8 +65,13 @@ def to_json(comparison: "Comparison", *, jobs: bool = False) -> dict[str, object
             "gpus_per_node": config.gpus_per_node,
             "restart_seconds": config.restart_seconds,
             "interval_seconds": config.interval_seconds,
+            "declared_work": "all" if config.declared_work else "none",
         },
     }
+
+
+def _declared(declared: bool) -> str:
+    return "every job declares its work" if declared else "no job declares its work"
 
 
 def seconds(value: float | None) -> str:
@@ -110,7 +115,8 @@ def table(comparison: "Comparison") -> str:
     lines = [
         f"{len(comparison.workload)} jobs on {config.gpus} GPUs ({nodes} nodes of up to"
         f" {config.gpus_per_node}); a rescale stalls {config.restart_seconds:g} s; a decision"
-        f" every {config.interval_seconds:g} s. (x) = ratio to the lower bound.",
+        f" every {config.interval_seconds:g} s; {_declared(config.declared_work)}."
+        " (x) = ratio to the lower bound.",
         "",
     ]
     cells = [COLUMNS, *rows(comparison)]

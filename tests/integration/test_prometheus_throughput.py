@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from autoscaler.clients.prometheus import PrometheusThroughput
-from autoscaler.engine.ports import JobKey, ManagedJob, Owner
+from autoscaler.engine.ports import JobKey, ManagedJob, Owner, Progress
 from autoscaler.metrics_contract import DEFAULT_QUERY_TEMPLATE
 from autoscaler.training import ThroughputReporter
 from tests.support.polling import wait_for
@@ -122,6 +122,34 @@ def test_reads_each_jobs_rate(prometheus: PrometheusServer, fake_jobs: list[Fake
     assert values[extra[0].key] is None  # the injection stayed a (non-matching) literal
     assert values[extra[1].key] is None
     assert source.queries >= len(jobs)
+    assert source.errors == 0
+
+
+def test_reads_every_jobs_progress_gauges_with_one_query(
+    prometheus: PrometheusServer, fake_jobs: list[FakeJob]
+) -> None:
+    """The largest value a job's pods report; a job without the gauges reads as absent."""
+    train_a, train_b, sharded = fake_jobs
+    train_a.reporters[0].set_total(1000.0)
+    train_a.reporters[0].set_progress(250.0)
+    sharded.reporters[0].set_progress(40.0)  # one pod behind the other, and no total declared
+    sharded.reporters[1].set_progress(60.0)
+    expected = {
+        train_a.job.key: Progress(samples_done=250.0, total_samples=1000.0),
+        sharded.job.key: Progress(samples_done=60.0, total_samples=None),
+    }
+    jobs = [fake.job for fake in fake_jobs]
+    source = PrometheusThroughput(url=prometheus.url, window=WINDOW)
+    try:
+        found = wait_for(
+            lambda: (values := source.progress(jobs, now=NOW)) == expected and values,
+            timeout=30,
+            interval=0.25,
+            what=f"progress {expected}",
+        )
+    finally:
+        source.close()
+    assert train_b.job.key not in found
     assert source.errors == 0
 
 

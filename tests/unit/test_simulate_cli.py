@@ -65,6 +65,27 @@ def test_json_of_one_policy_on_a_tiny_workload(
     assert "100%" in err
 
 
+def test_declared_work_none_hides_the_totals_from_the_policies(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload, profiles = files
+    runs = {}
+    for declared in ("all", "none"):
+        code, out, err = simulate(
+            capsys, "--workload", workload, "--profiles", profiles, "--policies",
+            "global-optimizer", "--declared-work", declared, "-o", "json",
+        )  # fmt: skip
+        assert code == 0, err
+        runs[declared] = json.loads(out)
+        assert runs[declared]["cluster"]["declared_work"] == declared
+    figures = [runs[d]["policies"]["global-optimizer"]["mean_jct_seconds"] for d in runs]
+    assert figures[0] != figures[1]  # the work left changes the counts
+    with pytest.raises(SystemExit) as exit_info:
+        simulate(capsys, "--declared-work", "some")
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'some'" in capsys.readouterr().err
+
+
 def test_the_table_lists_every_default_policy_and_the_bound(
     files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
