@@ -32,12 +32,13 @@ def observe(
     state = state.model_copy(update={"replicas": job.replicas})
     state = account(job, state, reading, samples_done=samples_done, now=now)
     steady_since = max(job.created, state.last_rescale or job.created)
-    steady = job.active == job.replicas and now - steady_since >= timedelta(
+    running = running_count(job)
+    steady = running is not None and now - steady_since >= timedelta(
         seconds=config.settle_seconds
     )
-    if reading is None or not steady:
+    if reading is None or running is None or not steady:
         return state
-    points = {**state.throughput, job.replicas: Point(samples_per_second=reading, observed_at=now)}
+    points = {**state.throughput, running: Point(samples_per_second=reading, observed_at=now)}
     return state.model_copy(update={"throughput": points})
 
 
@@ -62,6 +63,15 @@ def account(
             "accounted_at": now,
         }
     )
+
+
+def running_count(job: ManagedJob) -> int | None:
+    """The count the job trains at: its spec, or fewer while some of its pods cannot be placed
+    (torchrun's world is the workers that run); None while it is not at either (starting,
+    below its minimum, or workers still leaving)."""
+    if job.active == job.replicas:
+        return job.replicas
+    return job.active if job.min_replicas <= job.active < job.replicas else None
 
 
 def rescaled(state: JobState, *, to: int, now: datetime) -> JobState:
@@ -93,15 +103,14 @@ def hold(
     job: ManagedJob, state: JobState, *, reading: float | None, now: datetime, config: SettleConfig
 ) -> Step | None:
     """Why the job must keep its count this round, if it must."""
-    point = state.throughput.get(job.replicas)
+    running = running_count(job) or job.replicas
+    point = state.throughput.get(running)
     if reading is None:
         return _held(
             job, "MetricsUnavailable", "no throughput reading this round: never scale on no data"
         )
     if point is None or now - point.observed_at > timedelta(seconds=config.stale_after_seconds):
-        return _held(
-            job, "MetricsUnavailable", f"no recent throughput at {job.replicas} workers yet"
-        )
+        return _held(job, "MetricsUnavailable", f"no recent throughput at {running} workers yet")
     if state.last_rescale is not None and now - state.last_rescale < timedelta(
         seconds=config.cooldown_seconds
     ):

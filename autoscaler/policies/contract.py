@@ -22,7 +22,10 @@ class JobSnapshot(BaseModel):
     name: str
     min_replicas: PositiveInt
     max_replicas: PositiveInt
-    replicas: PositiveInt = Field(description="the job's current worker count (its /scale spec)")
+    replicas: PositiveInt = Field(
+        description="the job's current worker count: its /scale spec, or the workers that run"
+        " while some of its pods cannot be placed"
+    )
     resources_per_replica: dict[str, NonNegativeFloat] = Field(
         default_factory=dict, description="requests of one worker pod, e.g. {'nvidia.com/gpu': 4}"
     )
