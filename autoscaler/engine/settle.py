@@ -29,13 +29,12 @@ def observe(
     `samples_done`: the progress the job reported, if it did."""
     if state.replicas is not None and state.replicas != job.replicas:  # someone else rescaled it
         state = rescaled(state, to=job.replicas, now=now)
-    state = state.model_copy(update={"replicas": job.replicas})
+    requested = state.requested if state.requested is not None else job.replicas
+    state = state.model_copy(update={"replicas": job.replicas, "requested": requested})
     state = account(job, state, reading, samples_done=samples_done, now=now)
     steady_since = max(job.created, state.last_rescale or job.created)
     running = running_count(job)
-    steady = running is not None and now - steady_since >= timedelta(
-        seconds=config.settle_seconds
-    )
+    steady = running is not None and now - steady_since >= timedelta(seconds=config.settle_seconds)
     if reading is None or running is None or not steady:
         return state
     points = {**state.throughput, running: Point(samples_per_second=reading, observed_at=now)}

@@ -4,7 +4,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from autoscaler.engine.ports import JobKey, ManagedJob
-from autoscaler.engine.settle import restarts_left, running_count
+from autoscaler.engine.settle import restarts_left
 from autoscaler.engine.state import JobState, Step
 from autoscaler.policies.contract import JobSnapshot, Snapshot
 
@@ -22,7 +22,7 @@ def job_snapshot(
         name=job.name,
         min_replicas=job.min_replicas,
         max_replicas=job.max_replicas,
-        replicas=running_count(job) or job.replicas,
+        replicas=job.replicas,
         resources_per_replica=dict(job.resources_per_replica),
         weight=job.weight,
         throughput={n: p.samples_per_second for n, p in state.throughput.items()},
@@ -39,6 +39,7 @@ def job_snapshot(
         if job.total_samples is None
         else max(0.0, job.total_samples - state.samples_done),
         attained_seconds=state.attained_seconds,
+        requested_replicas=state.requested,
         allowed_replicas=job.allowed_replicas,
     )
 

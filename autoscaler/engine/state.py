@@ -48,6 +48,7 @@ class JobState(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     replicas: int | None = None  # the count last seen, to notice changes made by others
+    requested: int | None = None  # the count the job had when the engine first saw it
     throughput: dict[int, Point] = {}
     last_rescale: datetime | None = None
     rescales: int = 0

@@ -75,12 +75,13 @@ class TiresiasConfig(PolicyConfig):
 
 
 class Tiresias:
-    """Least attained service first (Tiresias, NSDI'19), at fixed sizes.
+    """Least attained service first (Tiresias, NSDI'19), at the sizes users asked for.
 
-    In order of attained service (least first, then oldest), each job gets its largest allowed
-    count if that still fits, else its smallest: the job keeps one of two sizes and is never
-    sized by its curve. Tiresias suspends the jobs it preempts; an elastic job cannot go below its
-    minimum, so here a preempted job runs at its minimum instead.
+    In order of attained service (least first, then oldest), each job gets the count it was
+    submitted with (its requested count, within its bounds and allowed counts) if that still
+    fits, else its smallest: a job is never sized by its curve. Tiresias suspends the jobs it
+    preempts; an elastic job cannot go below its minimum, so here a preempted job runs at its
+    minimum instead.
     """
 
     def __init__(self, config: TiresiasConfig) -> None:
@@ -94,11 +95,13 @@ class Tiresias:
         )
         decisions = []
         for job in sorted(snapshot.jobs, key=lambda j: (j.attained_seconds, -j.age_seconds)):
-            extra = (largest(job) - smallest(job)) * size[job.key]
-            full = extra <= free
-            free -= extra if full else 0.0
-            count = largest(job) if full else smallest(job)
-            reason = "LeastAttainedService" if full else "MoreAttainedService"
+            asked = nearest_allowed(job, min(job.requested_replicas or job.replicas,
+                                             job.max_replicas))  # fmt: skip
+            extra = (asked - smallest(job)) * size[job.key]
+            fits = extra <= free
+            free -= extra if fits else 0.0
+            count = asked if fits else smallest(job)
+            reason = "LeastAttainedService" if fits else "MoreAttainedService"
             message = f"{job.attained_seconds:.0f} worker-seconds attained"
             decisions.append(Decision(job.namespace, job.name, count, reason, message))
         return decisions
@@ -169,7 +172,7 @@ EQUAL_SHARE = PolicyPlugin(
 )
 TIRESIAS = PolicyPlugin(
     name="tiresias",
-    summary="least attained service first, each job at its largest or smallest count",
+    summary="least attained service first, each job at its requested or smallest count",
     config_model=TiresiasConfig,
     build=Tiresias,
 )

@@ -22,10 +22,7 @@ class JobSnapshot(BaseModel):
     name: str
     min_replicas: PositiveInt
     max_replicas: PositiveInt
-    replicas: PositiveInt = Field(
-        description="the job's current worker count: its /scale spec, or the workers that run"
-        " while some of its pods cannot be placed"
-    )
+    replicas: PositiveInt = Field(description="the job's current worker count (its /scale spec)")
     resources_per_replica: dict[str, NonNegativeFloat] = Field(
         default_factory=dict, description="requests of one worker pod, e.g. {'nvidia.com/gpu': 4}"
     )
@@ -57,6 +54,11 @@ class JobSnapshot(BaseModel):
         default=0.0,
         description="worker-seconds the job has run so far (running workers x seconds, as the"
         " engine observed them); times resources_per_replica gives resource-seconds",
+    )
+    requested_replicas: PositiveInt | None = Field(
+        default=None,
+        description="the count the job had when the engine first saw it (what its user asked"
+        " for); None = not known",
     )
     allowed_replicas: tuple[PositiveInt, ...] | None = Field(
         default=None,

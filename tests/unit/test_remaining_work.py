@@ -173,11 +173,11 @@ def test_optimus_shortens_the_longest_remaining_time_first() -> None:
     assert decided["short"][0] == 1
 
 
-def test_tiresias_serves_the_least_attained_service_first_at_fixed_sizes() -> None:
+def test_tiresias_serves_the_least_attained_service_first_at_requested_sizes() -> None:
     jobs = [
-        job("new", high=6, attained_seconds=0.0),
-        job("old", high=6, attained_seconds=5000.0),
-        job("older", high=4, attained_seconds=9000.0),
+        job("new", replicas=1, requested_replicas=6, attained_seconds=0.0),
+        job("old", replicas=6, requested_replicas=6, attained_seconds=5000.0),
+        job("older", replicas=4, attained_seconds=9000.0),  # not known: its count stands in
     ]
     decided = decide("tiresias", Snapshot(capacity={GPU: 11}, jobs=jobs))
     assert decided == {
