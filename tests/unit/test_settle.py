@@ -75,7 +75,7 @@ def test_only_finite_positive_throughput_is_a_reading(
     ("the_job", "state", "recorded"),
     [
         (job(), JobState(replicas=4), True),
-        (job(active=3), JobState(replicas=4), False),  # a worker is not running yet
+        (job(active=3), JobState(replicas=4), False),  # measured at the 3 that run, not at 4
         (job(created=NOW - timedelta(seconds=30)), JobState(), False),  # too young
         (job(), JobState(replicas=4, last_rescale=NOW - timedelta(seconds=30)), False),
         (job(replicas=6, active=6), JobState(replicas=4), False),  # someone else rescaled it
@@ -209,3 +209,26 @@ def test_capacity_guard_never_blocks_what_already_runs() -> None:
     jobs = [job(name="a", replicas=8, active=8)]
     settled = {("ns", "a"): Settled(replicas=8, steps=(proposal(8),))}
     assert fit_capacity(jobs, settled, capacity={"nvidia.com/gpu": 4.0}) == settled
+
+
+@pytest.mark.parametrize(
+    ("replicas", "active", "running"),
+    [
+        (4, 4, 4),
+        (8, 3, 3),  # five pods cannot be placed: torchrun's world is the three that run
+        (8, 0, None),  # not started
+        (4, 6, None),  # workers still leaving after a scale-down
+    ],
+)
+def test_a_job_with_pods_that_cannot_be_placed_is_measured_and_sized_at_what_runs(
+    replicas: int, active: int, running: int | None
+) -> None:
+    """Held for want of a reading at a count it could never reach, a job that asked for more
+    than fits kept its GPUs and blocked every waiting job (4x the mean JCT of a 60-job Pollux
+    workload on 32 GPUs)."""
+    pending = job(replicas=replicas, active=active)
+    state = JobState(replicas=replicas)
+    after = observe(pending, state, reading=50.0, now=NOW, config=CONFIG)
+    assert list(after.throughput) == ([] if running is None else [running])
+    held = hold(pending, after, reading=50.0, now=NOW, config=CONFIG)
+    assert (held is None) is (running is not None)
