@@ -83,12 +83,25 @@ def _job_lines(report: dict[str, Any]) -> list[str]:
         f"Per pod:   {_resources(report['resources_per_replica'])}; weight {report['weight']:g}",
         f"Rescales:  {restarts['rescales']} (restart budget left: {budget}),"
         f" last {_or(report['last_rescale'], 'never')}",
+        *_work_lines(report["work"]),
         "Throughput (samples/s by workers):",
         *(
             f"  {row['replicas']:>4}  {_or(row['samples_per_second'], '-', '{:.4g}'):>10}"
             f"  {row['source']}"
             for row in report["curve"]
         ),
+    ]
+
+
+def _work_lines(work: dict[str, Any]) -> list[str]:
+    total = work["total_samples"]
+    declared = "no total declared" if total is None else f"of {total:.4g} declared"
+    allowed = work["allowed_replicas"]
+    return [
+        f"Work:      {work['samples_done']:.4g} samples done ({declared}),"
+        f" {work['attained_worker_seconds']:.0f} worker-seconds attained",
+        *([f"Allowed:   {', '.join(map(str, allowed))} workers"] if allowed else []),
+        *(f"Ignored:   {problem}" for problem in work["ignored_annotations"]),
     ]
 
 

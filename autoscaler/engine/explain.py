@@ -38,6 +38,7 @@ def explain(obj: JSON, *, hpa: JSON | None, now: datetime, model: ThroughputMode
         "resources_per_replica": dict(job.resources_per_replica),
         "weight": job.weight,
         "restarts": _restarts(job, state),
+        "work": _work(job, state),
         "last_rescale": state.last_rescale.isoformat() if state.last_rescale else None,
         "throughput": _points(state, now=now),
         "curve": _curve(job, state, now=now, model=model),
@@ -70,6 +71,17 @@ def _restarts(job: ManagedJob, state: JobState) -> JSON:
         "rescales": state.rescales,
         "max_restarts": job.max_restarts,
         "remaining": restarts_left(job, state),
+    }
+
+
+def _work(job: ManagedJob, state: JobState) -> JSON:
+    """What the job declared and what the engine counted of its progress and service."""
+    return {
+        "total_samples": job.total_samples,
+        "samples_done": state.samples_done,
+        "attained_worker_seconds": state.attained_seconds,
+        "allowed_replicas": list(job.allowed_replicas) if job.allowed_replicas else None,
+        "ignored_annotations": list(job.problems),
     }
 
 

@@ -118,3 +118,20 @@ def test_opted_out_and_non_elastic_jobs() -> None:
     report = explain(plain, hpa=None, now=NOW, model=ThroughputModel())
     assert report["elastic"] is False
     assert "not elastic" in render(report)
+
+
+def test_the_work_declared_done_and_attained_and_ignored_annotations() -> None:
+    obj = job_object(state=state().model_copy(update={"samples_done": 2.5e5,
+                                                      "attained_seconds": 3600.0}))  # fmt: skip
+    obj["metadata"]["annotations"] |= {
+        c.ANNOTATION_TOTAL_SAMPLES: "1e6",
+        c.ANNOTATION_ALLOWED_REPLICAS: "2,x",
+    }
+    report = explain(obj, hpa=None, now=NOW, model=ThroughputModel())
+    assert report["work"]["total_samples"] == 1e6
+    assert report["work"]["allowed_replicas"] is None
+    text = render(report)
+    assert (
+        "Work:      2.5e+05 samples done (of 1e+06 declared), 3600 worker-seconds attained" in text
+    )
+    assert "Ignored:   elastic-autoscaler.io/allowed-replicas '2,x' is neither" in text
