@@ -39,6 +39,12 @@ CURVES: dict[str, Callable[[int], float]] = {
     "flat": lambda n: 100.0 + 5.0 * n,
 }
 BOUNDS = {"linear": (1, 6), "sublinear": (1, 6), "flat": (1, 4)}
+# Valid allowed counts that keep the optimum, and invalid annotations that must only warn.
+ANNOTATIONS = {
+    "linear": {c.ANNOTATION_ALLOWED_REPLICAS: "1,2,4,6"},
+    "sublinear": {c.ANNOTATION_TOTAL_SAMPLES: "-3"},
+    "flat": {c.ANNOTATION_ALLOWED_REPLICAS: "1,x"},
+}
 
 
 def gpu_job(name: str) -> dict[str, Any]:
@@ -46,6 +52,7 @@ def gpu_job(name: str) -> dict[str, Any]:
     job = elastic_job(name, replicas=low, low=low, high=high, maxRestarts=50)
     container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     container["resources"] = {"limits": {GPU: "1"}}
+    job["metadata"].setdefault("annotations", {}).update(ANNOTATIONS[name])
     return job
 
 
@@ -142,6 +149,9 @@ def test_engine_converges_to_the_optimum_and_stays_put(
         )
         assert replicas(cluster) == expected
         assert "Rescaled" in cluster.events("linear")
+        assert "InvalidAnnotation" not in cluster.events("linear")
+        for invalid in ("sublinear", "flat"):
+            assert cluster.events(invalid).count("InvalidAnnotation") == 1
         state = cluster.job("linear")["metadata"]["annotations"][c.ANNOTATION_STATE]
         assert '"rescales"' in state
         status, body = http_get(f"http://127.0.0.1:{port}/metrics")  # before the jobs go
@@ -152,6 +162,7 @@ def test_engine_converges_to_the_optimum_and_stays_put(
         assert explained.returncode == 0, explained.stderr
         assert "Owner:     engine" in explained.stdout
         assert "OptimalAllocation" in explained.stdout
+        assert "Allowed:   1, 2, 4, 6 workers" in explained.stdout
         unknown = explain(control_plane, f"{cluster.ns}/nope")
         assert (unknown.returncode, unknown.stderr) == (
             2,
