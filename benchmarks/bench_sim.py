@@ -3,8 +3,6 @@
     python -m benchmarks.bench_sim                # every workload (about 30 minutes on 2 cores)
     python -m benchmarks.bench_sim --quick        # Pollux workload-1, ITP and the bundled default
     python -m benchmarks.bench_sim --out DIR      # also each run's results.json and plots
-    python -m benchmarks.bench_sim --only itp,default --variant 'p0={"objective":{"exponent":0}}'
-        # the default policy beside variants of its configuration, on some workloads (--noise)
 
 Workloads (data in `benchmarks/data/`, origins and licences in its README):
 - `pollux-1..8`: Pollux's OSDI'21 setting: 64 T4 GPUs in 16 nodes of 4, its 8 workloads of 160
@@ -37,7 +35,7 @@ from pathlib import Path
 
 from autoscaler.sim import Comparison, SimConfig, compare
 from autoscaler.sim.bundled import DEFAULT_CONFIG
-from autoscaler.sim.lineup import DEFAULT_POLICIES, PolicyChoice
+from autoscaler.sim.lineup import DEFAULT_POLICIES
 from autoscaler.sim.progress import ProgressBar
 from autoscaler.sim.report import seconds
 
@@ -109,24 +107,19 @@ class Measured:
         return _figures(self.declared, policy)["mean_jct"]
 
 
-def measure(
-    workload: Workload, *, workers: int, variants: Sequence[PolicyChoice] = (), noise: float = 0.0
-) -> Measured:
+def measure(workload: Workload, *, workers: int) -> Measured:
     results = []
-    runs: tuple[tuple[str, Sequence[str | PolicyChoice], bool], ...] = (
-        ("declared", (*DEFAULT_POLICIES, *variants), True),
+    for label, policies, declared in (
+        ("declared", DEFAULT_POLICIES, True),
         ("blind", WORK_AWARE, False),
-    )
-    for label, policies, declared in runs:
+    ):
         bar = ProgressBar(sys.stderr, title=f"{workload.name} ({label})")
         try:
             results.append(
                 compare(
                     workload=workload.jobs,
                     profiles=workload.profiles,
-                    config=dataclasses.replace(
-                        workload.config, declared_work=declared, noise=noise
-                    ),
+                    config=dataclasses.replace(workload.config, declared_work=declared),
                     policies=policies,
                     progress=bar,
                     workers=workers,
@@ -254,25 +247,12 @@ def save(measured: Measured, folder: Path) -> None:
     write_plots(measured.declared, target)
 
 
-def _variant(text: str) -> PolicyChoice:
-    name, _, config = text.partition("=")
-    return PolicyChoice(name, OURS, json.loads(config))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="one Pollux workload, ITP, default")
     parser.add_argument("--out", type=Path, help="write each run's results.json and plots here")
     parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--only", help="comma-separated workload names, e.g. itp,pollux-2")
-    parser.add_argument(
-        "--variant",
-        action="append",
-        default=[],
-        type=_variant,
-        help=f"NAME=JSON: {OURS} with this config, run beside the others (repeatable)",
-    )
-    parser.add_argument("--noise", type=float, default=0.0, help="the simulator's throughput noise")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     checks, results = {}, {}

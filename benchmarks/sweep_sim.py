@@ -1,0 +1,69 @@
+"""The default policy beside variants of its configuration, on some of bench-sim's workloads.
+
+    python -m benchmarks.sweep_sim --only itp,default,pollux-2,pollux-3 \\
+        --variant 'p=0={"objective":{"exponent":0}}' --variant 'p=-1={"objective":{"exponent":-1}}'
+    python -m benchmarks.sweep_sim ... --noise 0.1     # the simulator's throughput noise on
+
+How the default's settings were chosen (the README quotes these runs). Prints each variant's mean
+and p95 JCT per workload and the mean JCT summed over the workloads; every job declares its work
+unless `--declared-work none`.
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from autoscaler.sim import compare
+from autoscaler.sim.lineup import PolicyChoice
+from autoscaler.sim.progress import ProgressBar
+from benchmarks.bench_sim import OURS, workloads
+
+
+def _variant(text: str) -> PolicyChoice:
+    name, _, config = text.partition("=")
+    return PolicyChoice(name, OURS, json.loads(config))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", required=True, help="comma-separated workload names")
+    parser.add_argument("--variant", action="append", default=[], type=_variant,
+                        help=f"NAME=JSON: {OURS} with this config (repeatable)")  # fmt: skip
+    parser.add_argument("--noise", type=float, default=0.0)
+    parser.add_argument("--declared-work", choices=["all", "none"], default="all")
+    parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args(argv)
+    names = args.only.split(",")
+    policies = [OURS, *args.variant]
+    totals = dict.fromkeys([OURS, *(v.name for v in args.variant)], 0.0)
+    for workload in (w for w in workloads(quick=False) if w.name in names):
+        config = dataclasses.replace(
+            workload.config, noise=args.noise, declared_work=args.declared_work == "all"
+        )
+        bar = ProgressBar(sys.stderr, title=workload.name)
+        try:
+            comparison = compare(
+                workload=workload.jobs,
+                profiles=workload.profiles,
+                config=config,
+                policies=policies,
+                progress=bar,
+                workers=args.parallel,
+            )
+        finally:
+            bar.close()
+        cells = []
+        for name, run in comparison.runs.items():
+            mean, p95 = run.result.mean_jct or 0.0, run.result.p95_jct or 0.0
+            totals[name] += mean
+            cells.append(f"{name}: mean {mean:,.0f} s, p95 {p95:,.0f} s")
+        print(f"{workload.name}: " + " | ".join(cells), flush=True)
+    print("mean JCT summed: " + ", ".join(f"{n} {t:,.0f} s" for n, t in totals.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
