@@ -258,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     checks, results = {}, {}
     chosen = [w for w in workloads(args.quick) if not args.only or w.name in args.only.split(",")]
     for workload in chosen:
-        measured = measure(workload, workers=args.parallel, variants=args.variant, noise=args.noise)
+        measured = measure(workload, workers=args.parallel)
         checks[workload.name] = report(measured)
         results[workload.name] = as_json(measured, checks[workload.name])
         if args.out is not None:
