@@ -64,7 +64,13 @@ class KubeCluster:
         for pod in self.kube.list(PODS)["items"]:
             if not self._counts_against(pod):
                 continue
-            for name, amount in pod_requests(pod).items():
+            try:
+                requests = pod_requests(pod)
+            except ValueError as error:  # one unreadable pod must not stop every job's sizing
+                meta = pod["metadata"]
+                log.warning("skipping pod %s/%s: %s", meta.get("namespace"), meta["name"], error)
+                continue
+            for name, amount in requests.items():
                 if name in totals:
                     totals[name] -= amount
         return {name: max(0.0, amount) for name, amount in totals.items()}

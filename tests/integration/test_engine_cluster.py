@@ -84,7 +84,13 @@ def _check_capacity(cluster: KubeCluster, *, kube_api: client.ApiClient, namespa
     with gpu_node(kube_api, gpus=8):
         base = cluster.capacity()[GPU]
         assert 0 <= base <= 8
-        core.create_namespaced_pod(namespace, gpu_pod("notebook", labels={}))
+        notebook = gpu_pod("notebook", labels={})
+        # valid Kubernetes quantities this project once failed to read, failing every round
+        notebook["spec"]["containers"][0]["resources"]["requests"] = {
+            "cpu": "250u",
+            "memory": "5e8",
+        }
+        core.create_namespaced_pod(namespace, notebook)
         assert cluster.capacity()[GPU] == max(0.0, base - 2)
         worker = {c.LABEL_JOB_NAME: "engine-owned", c.LABEL_REPLICA_TYPE: c.WORKER.lower()}
         core.create_namespaced_pod(namespace, gpu_pod("engine-owned-worker-9", labels=worker))
