@@ -31,9 +31,11 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_array
 
+import autoscaler.sim
 from autoscaler.policies.solver import Allocation, greedy_allocation, solve_allocation
 
-DATA = Path("/work/shared/data/elasticflow-a100")
+# ElasticFlow's A100 profiles, as the package ships them for the simulator's bundled default.
+DATA = Path(autoscaler.sim.__file__).parent / "data" / "profiles"
 SIZES, SIZE_P = np.array([1, 2, 4, 8]), np.array([0.5, 0.25, 0.15, 0.1])
 TARGET_SECONDS = {1_000: 0.2, 10_000: 2.0}  # by jobs; max_gap 0 resp. 1e-3
 
