@@ -1,12 +1,18 @@
 """The default policy beside variants of its configuration, on some of bench-sim's workloads.
 
-    python -m benchmarks.sweep_sim --only itp,default,pollux-2,pollux-3 \\
-        --variant 'p=0={"objective":{"exponent":0}}' --variant 'p=-1={"objective":{"exponent":-1}}'
-    python -m benchmarks.sweep_sim ... --noise 0.1     # the simulator's throughput noise on
+The runs the README quotes (how the default's settings were chosen):
 
-How the default's settings were chosen (the README quotes these runs). Prints each variant's mean
-and p95 JCT per workload and the mean JCT summed over the workloads; every job declares its work
-unless `--declared-work none`.
+    python -m benchmarks.sweep_sim --only itp,default,pollux-2,pollux-3 \\
+        --variant 'p0={"objective":{"exponent":0}}' \\
+        --variant 'p-0.5={"objective":{"exponent":-0.5}}' \\
+        --variant 'p-1={"objective":{"exponent":-1}}'
+    python -m benchmarks.sweep_sim --only itp,default,pollux-2,pollux-3 --noise 0.1 \\
+        --variant 'one-step={"model":{}}' \\
+        --variant 'twice-fit={"model":{"exploration_factor":2}}' \\
+        --variant 'unbounded={"model":{"exploration_factor":64,"extrapolation":"optimistic"}}'
+
+Prints each variant's mean and p95 JCT and GPU utilisation per workload, and the mean JCT summed
+over the workloads; every job declares its work unless `--declared-work none`.
 """
 
 import argparse
@@ -59,7 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, run in comparison.runs.items():
             mean, p95 = run.result.mean_jct or 0.0, run.result.p95_jct or 0.0
             totals[name] += mean
-            cells.append(f"{name}: mean {mean:,.0f} s, p95 {p95:,.0f} s")
+            busy = run.result.gpu_utilisation
+            cells.append(f"{name}: mean {mean:,.0f} s, p95 {p95:,.0f} s, GPUs busy {busy:.0%}")
         print(f"{workload.name}: " + " | ".join(cells), flush=True)
     print("mean JCT summed: " + ", ".join(f"{n} {t:,.0f} s" for n, t in totals.items()))
     return 0
