@@ -133,8 +133,7 @@ class GlobalOptimizer:
     def _stalls(self, seconds: Floats, *, restart: float) -> Floats:
         """What a rescale adds to a job's remaining time: its stall, or, for a job that outlasts
         the horizon, the horizon's share lost to the stall (a new count is only expected to last
-        that long, so a gain must be worth a restart within it). Without the second part jobs of
-        similar size traded workers back and forth: 8 rescales a job on the ITP trace."""
+        that long, so a gain must be worth a restart within it)."""
         training = max(self.config.horizon_seconds - restart, restart)
         return restart * np.maximum(1.0, np.nan_to_num(seconds, nan=0.0) / training)
 
