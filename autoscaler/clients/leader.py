@@ -26,24 +26,39 @@ class LeaseTimings:
     retry_period: float = 2.0
 
 
-def lease_action(lease: JSON | None, *, identity: str, now: datetime) -> str:
-    """`create`, `renew` (ours), `acquire` (free or expired) or `wait` (someone else's)."""
+def lease_action(
+    lease: JSON | None, *, identity: str, now: datetime, since: datetime | None = None
+) -> str:
+    """`create`, `renew` (ours), `acquire` (free or expired) or `wait` (someone else's).
+
+    `since`: when this candidate first read the lease's current record (`lease_record`), on its
+    own clock. As client-go does, a lease expires `leaseDurationSeconds` after that, never after
+    the holder's `renewTime`: that stamp is the holder's clock, and with clocks 15 s apart a
+    standby would take a live lease and both replicas would act. None: read just now.
+    """
     if lease is None:
         return "create"
     spec = lease.get("spec") or {}
     holder = spec.get("holderIdentity") or ""
     if holder == identity:
         return "renew"
-    renewed = spec.get("renewTime")
     duration = float(spec.get("leaseDurationSeconds") or 0)
-    if not holder or renewed is None:
+    if not holder or spec.get("renewTime") is None:
         return "acquire"
-    expires = _parse(renewed) + timedelta(seconds=duration)
+    expires = (since or now) + timedelta(seconds=duration)
     return "acquire" if expires <= now else "wait"
 
 
-def _parse(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+def lease_record(lease: JSON | None) -> tuple[str, str, float] | None:
+    """What must change for a lease to count as renewed: holder, renew stamp, duration."""
+    if lease is None:
+        return None
+    spec = lease.get("spec") or {}
+    return (
+        spec.get("holderIdentity") or "",
+        str(spec.get("renewTime")),
+        float(spec.get("leaseDurationSeconds") or 0),
+    )
 
 
 class LeaderElector:
@@ -60,6 +75,9 @@ class LeaderElector:
         self.kube, self.namespace, self.name, self.identity = kube, namespace, name, identity
         self.timings, self.clock = timings, clock
         self.is_leader = threading.Event()
+        # The lease record as last read, and when (on this clock) it was first read so.
+        self._record: tuple[str, str, float] | None = None
+        self._since = clock()
 
     def run(self, stop: threading.Event, *, on_lost: Callable[[], None]) -> None:
         """Block until leader (or `stop`), then keep renewing on a thread; `on_lost` if it fails."""
@@ -91,7 +109,11 @@ class LeaderElector:
         except Exception:  # an unreachable API server must not crash the elector
             log.exception("reading the lease failed")
             return False
-        action = lease_action(lease, identity=self.identity, now=self.clock())
+        now = self.clock()
+        record = lease_record(lease)
+        if record != self._record:
+            self._record, self._since = record, now
+        action = lease_action(lease, identity=self.identity, now=now, since=self._since)
         if action == "wait":
             return False
         try:
