@@ -111,10 +111,6 @@ def smallest(job: JobSnapshot) -> int:
     return job.allowed_replicas[0] if job.allowed_replicas else job.min_replicas
 
 
-def largest(job: JobSnapshot) -> int:
-    return job.allowed_replicas[-1] if job.allowed_replicas else job.max_replicas
-
-
 def larger(job: JobSnapshot, count: int) -> int | None:
     """The next count the job may run at above `count`, if any."""
     return next((n for n in range(count + 1, job.max_replicas + 1) if job.allows(n)), None)

@@ -48,7 +48,8 @@ class JobSnapshot(BaseModel):
     remaining_samples: NonNegativeFloat | None = Field(
         default=None,
         description="samples left to train: the declared total minus the samples trained so far"
-        " (the engine integrates the observed throughput over time); None = no total declared",
+        " (the training helper's progress gauge, else the observed throughput integrated over"
+        " the rounds); None = no total declared",
     )
     attained_seconds: NonNegativeFloat = Field(
         default=0.0,
