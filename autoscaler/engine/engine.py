@@ -78,6 +78,7 @@ class Engine:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy")
         self._running: Future[Sequence[Decision]] | None = None
         self._problems: dict[JobKey, tuple[str, ...]] = {}
+        self._failures: dict[JobKey, str] = {}  # this round's failed throughput queries
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -154,7 +155,14 @@ class Engine:
                 job, state, reading=readings[job.key], samples_done=done, now=now, config=config
             )
             self.states[job.key] = state
-            holds[job.key] = hold(job, state, reading=readings[job.key], now=now, config=config)
+            holds[job.key] = hold(
+                job,
+                state,
+                reading=readings[job.key],
+                now=now,
+                config=config,
+                failure=self._failures.get(job.key, ""),
+            )
         return holds
 
     def _settle(
@@ -186,9 +194,26 @@ class Engine:
             log.exception("reading throughput failed; holding every job")
             raw = {}
         readings = {job.key: usable_reading(raw.get(job.key)) for job in jobs}
+        self._failures = self._query_failures(jobs)
         if self.metrics:
-            self.metrics.metrics_unavailable.inc(sum(value is None for value in readings.values()))
+            for key, value in readings.items():
+                if value is None:
+                    cause = "query_failed" if key in self._failures else "no_data"
+                    self.metrics.metrics_unavailable.labels(cause).inc()
         return readings
+
+    def _query_failures(self, jobs: Sequence[ManagedJob]) -> dict[JobKey, str]:
+        """Why each job's throughput query failed this round; a changed cause is logged once."""
+        try:
+            failures = dict(self.throughput.last_errors)
+        except Exception:  # the source's own bookkeeping failed: report no causes
+            log.exception("reading the throughput source's errors failed")
+            failures = {}
+        for job in jobs:
+            failure = failures.get(job.key, "")
+            if failure and failure != self._failures.get(job.key, ""):
+                log.warning("throughput of %s/%s unknown: %s", job.namespace, job.name, failure)
+        return failures
 
     def _progress(self, jobs: Sequence[ManagedJob], *, now: datetime) -> Mapping[JobKey, Progress]:
         try:

@@ -95,3 +95,9 @@ class ThroughputSource(Protocol):
     def progress(self, jobs: Sequence[ManagedJob], *, now: datetime) -> Mapping[JobKey, Progress]:
         """What the jobs report of their progress; a job that reports nothing may be left out."""
         ...
+
+    @property
+    def last_errors(self) -> Mapping[JobKey, str]:
+        """Why each job of the latest `read` has no value, for the jobs whose query failed (a job
+        that simply has no data yet is not listed)."""
+        ...

@@ -99,15 +99,21 @@ def usable_reading(value: float | None) -> float | None:
 
 
 def hold(
-    job: ManagedJob, state: JobState, *, reading: float | None, now: datetime, config: SettleConfig
+    job: ManagedJob,
+    state: JobState,
+    *,
+    reading: float | None,
+    now: datetime,
+    config: SettleConfig,
+    failure: str = "",
 ) -> Step | None:
-    """Why the job must keep its count this round, if it must."""
+    """Why the job must keep its count this round, if it must; `failure`: why its throughput
+    query failed, when it did."""
     running = running_count(job) or job.replicas
     point = state.throughput.get(running)
     if reading is None:
-        return _held(
-            job, "MetricsUnavailable", "no throughput reading this round: never scale on no data"
-        )
+        why = f"the throughput query failed ({failure})" if failure else "no throughput reading"
+        return _held(job, "MetricsUnavailable", f"{why} this round: never scale on no data")
     if point is None or now - point.observed_at > timedelta(seconds=config.stale_after_seconds):
         return _held(job, "MetricsUnavailable", f"no recent throughput at {running} workers yet")
     if state.last_rescale is not None and now - state.last_rescale < timedelta(

@@ -82,7 +82,10 @@ def engine_metrics() -> EngineMetrics:
         ),
         metrics_unavailable=Counter(
             "autoscaler_throughput_unavailable",
-            "Job readings missing or invalid (held at their count)",
+            "Job readings missing or invalid (held at their count), by cause: query_failed"
+            " (Prometheus unreachable, an HTTP error, a result of several series or unparsable)"
+            " or no_data (the query answered with nothing usable)",
+            ["cause"],
             registry=registry,
         ),
         solve_seconds=Histogram(

@@ -136,6 +136,10 @@ class SimThroughput:
         """Samples/s of each job at the simulation's current instant (`now` is that instant)."""
         return {job.key: self._samples_per_second(job) for job in jobs}
 
+    @property
+    def last_errors(self) -> Mapping[JobKey, str]:
+        return {}  # the simulated source never fails: a job without a value has no data yet
+
     def progress(self, jobs: Sequence[ManagedJob], *, now: datetime) -> Mapping[JobKey, Progress]:
         """Samples trained so far by each job that runs, as the training helper reports them."""
         found = [self._state.by_name.get(job.name) for job in jobs]

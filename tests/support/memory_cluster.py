@@ -50,14 +50,22 @@ class CurveThroughput:
     cluster: MemoryCluster
     curves: dict[str, Callable[[int], float]]
     broken: bool = False
+    failing: dict[str, str] = field(default_factory=dict)  # job name -> why its query fails
 
     def read(self, jobs: Sequence[ManagedJob], *, now: datetime) -> Mapping[JobKey, float | None]:
         if self.broken:
             raise ConnectionError("prometheus is down")
-        return {job.key: self.curves[job.name](job.replicas) for job in jobs}
+        return {
+            job.key: None if job.name in self.failing else self.curves[job.name](job.replicas)
+            for job in jobs
+        }
 
     def progress(self, jobs: Sequence[ManagedJob], *, now: datetime) -> Mapping[JobKey, Progress]:
         return {}  # these jobs report no progress: the engine integrates their throughput
+
+    @property
+    def last_errors(self) -> Mapping[JobKey, str]:
+        return {("ns", name): why for name, why in self.failing.items()}
 
 
 def make_job(

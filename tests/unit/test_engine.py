@@ -127,6 +127,31 @@ def test_a_metrics_outage_holds_every_job() -> None:
     assert cluster.writes == before
 
 
+def test_why_a_query_failed_is_in_the_event_the_log_and_the_metric(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    metrics = engine_metrics()
+    engine, cluster, throughput = setup([make_job("linear"), make_job("flat")], metrics=metrics)
+    rounds(engine, 1)
+    why = "PrometheusApiClientException: HTTP Status Code 400 (bad_data: parse error)"
+    throughput.failing["linear"] = why
+    throughput.curves["flat"] = lambda n: float("nan")  # answered, but nothing usable
+    for minute in (5, 6):
+        report = engine.run_once(now=START + timedelta(minutes=minute))
+    assert [o.settled.reason for o in report.outcomes] == ["MetricsUnavailable"] * 2
+    messages = dict(cluster.messages)
+    assert (
+        messages["linear"]
+        == f"the throughput query failed ({why}) this round: never scale on no data"
+    )
+    assert messages["flat"] == "no throughput reading this round: never scale on no data"
+    logged = [r.getMessage() for r in caplog.records if "unknown" in r.getMessage()]
+    assert logged == [f"throughput of ns/linear unknown: {why}"]  # once, not every round
+    sample = metrics.registry.get_sample_value
+    assert sample("autoscaler_throughput_unavailable_total", {"cause": "query_failed"}) == 2
+    assert sample("autoscaler_throughput_unavailable_total", {"cause": "no_data"}) == 2
+
+
 def test_nan_and_negative_readings_are_no_data() -> None:
     engine, cluster, throughput = setup([make_job("linear")])
     throughput.curves["linear"] = lambda n: float("nan")
