@@ -142,16 +142,21 @@ class SimThroughput:
 
     def progress(self, jobs: Sequence[ManagedJob], *, now: datetime) -> Mapping[JobKey, Progress]:
         """Samples trained so far by each job that runs, as the training helper reports them."""
-        found = [self._state.by_name.get(job.name) for job in jobs]
+        found = [self._running(job) for job in jobs]
         return {
             job.key: Progress(samples_done=state.done * state.spec.batch_size)
             for job, state in zip(jobs, found, strict=True)
-            if state is not None and state.phase is Phase.RUNNING
+            if state is not None
         }
 
-    def _samples_per_second(self, job: ManagedJob) -> float | None:
+    def _running(self, job: ManagedJob) -> JobState | None:
+        """The simulated job behind `job` while it runs, else None."""
         found = self._state.by_name.get(job.name) if job.namespace == self.namespace else None
-        if found is None or found.phase is not Phase.RUNNING:
+        return found if found is not None and found.phase is Phase.RUNNING else None
+
+    def _samples_per_second(self, job: ManagedJob) -> float | None:
+        found = self._running(job)
+        if found is None:
             return None
         if found.stall_until > self._state.now:
             return None
