@@ -68,6 +68,18 @@ def test_checkpoint_consistency() -> None:
     assert resumed_from_latest_checkpoint(split) == ["checkpoint 10 after 10"]
 
 
+def test_a_checkpoint_saved_but_not_logged_before_rank_0_stopped_is_the_newest() -> None:
+    """Rank 0 trained to 12, saved 12 and was stopped before logging it: a resume from 12 is right,
+    one from a step rank 0 never trained is not, and a later resume from 10 is stale."""
+    unlogged = [*RESTART[:8], ev("resume", 30, 3, 0, 2, from_step=12)]
+    assert resumed_from_latest_checkpoint(unlogged) == []
+    assert resumed_from_latest_checkpoint([*unlogged, ev("resume", 50, 5, 0, 2, from_step=10)]) == [
+        "rank 0 resumed from 10, newest was 12"
+    ]
+    untrained = [*RESTART[:8], ev("resume", 30, 3, 0, 2, from_step=20)]
+    assert resumed_from_latest_checkpoint(untrained) == ["rank 0 resumed from 20, newest was 10"]
+
+
 def test_a_lost_node_is_reported_apart() -> None:
     measured = [Rescale("j", "scale-up", 10.0, 1), Rescale("j", NODE_LOST, 40.0, 2)]
     assert summarise(measured, lost_jobs=0).line == (
