@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-unit e2e training-env bench-operator bench-optimizer bench-sim lint format docs crd dashboards openapi testenv system-deps clean
+.PHONY: help demo test test-unit e2e training-env bench-operator bench-optimizer bench-sim lint format docs docs-site crd dashboards openapi testenv system-deps clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -50,7 +50,7 @@ bench-operator: $(STAMP) system-deps testenv ## benchmark the operator: 500 jobs
 bench-optimizer: $(STAMP) ## benchmark the allocation solver against scipy's MILP
 	$(BIN)/python -m benchmarks.bench_optimizer
 
-bench-sim: $(STAMP) ## the policies end to end on Pollux's and ITP traces, against the issue's targets
+bench-sim: $(STAMP) ## the policies end to end on Pollux's and ITP traces, against the targets
 	$(BIN)/python -m benchmarks.bench_sim
 
 lint: $(STAMP) ## ruff, mypy and the import contracts
@@ -65,6 +65,9 @@ format: $(STAMP) ## apply ruff's fixes and formatting
 
 docs: $(STAMP) ## regenerate docs/configuration.md and docs/snapshot.schema.json from the models
 	$(BIN)/python -m autoscaler.cli.reference docs
+
+docs-site: $(STAMP) ## build the documentation site into site/, strictly (a broken link or an orphan page fails)
+	$(BIN)/mkdocs build --strict --quiet
 
 crd: $(STAMP) ## regenerate deploy/crds from the models
 	$(BIN)/autoscaler manifests crd > deploy/crds/kubeflow.org_pytorchjobs.yaml

@@ -1,6 +1,6 @@
 """The operator at scale against a real kube-apiserver + etcd: `make bench-operator`.
 
-    python -m benchmarks.bench_operator --jobs 500 --workers 8     # the issue's size (default)
+    python -m benchmarks.bench_operator --jobs 500 --workers 8     # the target size (default)
     python -m benchmarks.bench_operator --jobs 20 --workers 2      # a quick smoke run
 
 One run, one fresh control plane, four phases:

@@ -4,9 +4,10 @@
     python -m benchmarks.bench_optimizer --quick         # smaller MILP time limit, fewer repeats
 
 Instances:
-- `a100`: measured A100 curves (ElasticFlow `throughputs_A100`, Apache-2.0; see
-  /work/shared/data/README.md): iterations/s at 1, 2, 4, ..., 64 GPUs, linearly interpolated at
-  the job's count x replica size; values are speedups over the job's minimum count.
+- `a100`: measured A100 curves (ElasticFlow `throughputs_A100`, Apache-2.0; the
+  copy and its licence are in `autoscaler/sim/data/`): iterations/s at 1, 2, 4, ..., 64 GPUs,
+  linearly interpolated at the job's count x replica size; values are speedups over the job's
+  minimum count.
 - `node`: synthetic non-concave curves: a saturating speedup that drops at every 8-GPU node
   boundary, times a restart cost at every count but the job's current one (Pollux-style).
 Replica sizes 1, 2, 4, 8 GPUs; ranges up to 64 counts. Objectives: `sum` = sum of speedups,

@@ -57,7 +57,7 @@ def elastic_env(job: PyTorchJob) -> list[JSON]:
         ("PET_NPROC_PER_NODE", policy.n_proc_per_node),
         ("PET_RDZV_ID", policy.rdzv_id),
         ("PET_RDZV_CONF", rdzv_conf(policy)),
-        ("PET_STANDALONE", "1" if policy.standalone else None),  # §10.3: upstream writes ""
+        ("PET_STANDALONE", "1" if policy.standalone else None),  # upstream: "", not an int
     ]
     return env + [_var(name, str(value)) for name, value in optional if value not in (None, "")]
 

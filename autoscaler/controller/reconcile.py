@@ -1,6 +1,7 @@
 """The reconcile step as a pure function: (job, observed objects, now) -> a plan of writes.
 
-Mirrors upstream's `Reconcile` (reference §5): HPA first, then finished/suspended/failed
+Mirrors upstream's `Reconcile` (kubeflow/training-operator v1.9, `pkg/controller.v1/common`
+and `pytorchjob_controller.go`): HPA first, then finished/suspended/failed
 handling, then pods and services slot by slot, then status. The loop in `runner.py` applies
 the plan through `autoscaler.clients`; nothing here does I/O or reads the clock.
 """
@@ -112,7 +113,7 @@ class _Planner:
             self.result.status = new
         return self.result
 
-    # -- HPA (§3, §10.5) -----------------------------------------------------------------------
+    # -- HPA (owned by the job; removed with `metrics`) -----------------------------------------
 
     def reconcile_hpa(self) -> None:
         desired = None if self.job.spec.run_policy.suspend else desired_hpa(self.job)
@@ -153,7 +154,7 @@ class _Planner:
             ref.get("controller") and ref.get("uid") == self.job.metadata.uid for ref in refs
         )
 
-    # -- finished, suspended, failed (§5.4, §5.6) ----------------------------------------------
+    # -- finished, suspended, failed -----------------------------------------------------------
 
     def finish(self) -> None:
         policy = self.job.spec.run_policy.clean_pod_policy
@@ -234,7 +235,7 @@ class _Planner:
         self.condition(cond.FAILED, "True", "Failed", message)
         self.event("Normal", cond.reason("Failed"), message)
 
-    # -- pods and services (§5.3, §5.5, §10.6, §10.7, §10.10, §10.11) --------------------------
+    # -- pods and services, slot by slot --------------------------------------------------------
 
     def reconcile_replicas(self) -> None:
         statuses: dict[str, JSON] = {}
@@ -269,7 +270,7 @@ class _Planner:
         return {**count_replicas(in_range), **self.selector_of(replica_type)}
 
     def lost_rendezvous_host(self, replica_type: str, slots: dict[int, list[JSON]]) -> bool:
-        """§10.10: worker-0 of an elastic job is gone (failed or deleted) while others remain."""
+        """Worker-0 of an elastic job is gone (failed or deleted) while others remain."""
         if replica_type != c.WORKER or self.job.spec.elastic_policy is None:
             return False
         others = [pod for index, pods in slots.items() if index > 0 for pod in pods]

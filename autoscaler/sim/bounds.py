@@ -1,4 +1,4 @@
-"""Lower bounds of a workload's figures that no policy can beat (optimizer.md §5.6).
+"""Lower bounds of a workload's figures that no policy can beat.
 
 - a job's JCT >= iterations / its best rate: alone on the cluster from its arrival, at its best
   count in [min_replicas, max_replicas] within the cluster's GPUs, never restarted
@@ -6,9 +6,10 @@
 - mean and p95 JCT >= the mean and the nearest-rank p95 of those per-job bounds (the k-th smallest
   JCT is at least the k-th smallest bound, since every JCT is at least its own bound);
 - makespan >= the larger of: the last (arrival + job bound), and the cluster's GPUs busy with the
-  least GPU-time each job needs (iterations / its best rate per GPU). The second term is §5.6's
-  `Σ work_j / C`, applied to every suffix of arrivals: the jobs arriving at or after `a` cannot
-  start before `a`, so makespan >= (a - first arrival) + Σ_{submit_j >= a} work_j / C.
+  least GPU-time each job needs (iterations / its best rate per GPU). The second term is the
+  classic work bound `Σ work_j / C` (C GPUs), applied to every suffix of arrivals: the jobs
+  arriving at or after `a` cannot start before `a`, so
+  makespan >= (a - first arrival) + Σ_{submit_j >= a} work_j / C.
 
 Jobs the cluster can never run (rejected at arrival) are left out: no policy runs them either.
 """

@@ -3,7 +3,7 @@
 A named configuration is an installed plug-in with a fixed config, not a plug-in of its own:
 
 - `pollux-style`: `speedup-optimizer` with the objective Pollux schedules by, the power mean of the
-  jobs' speedups with p = -1 (optimizer.md §1.2).
+  jobs' speedups with p = -1 (the fitness function of Qiao et al., "Pollux", OSDI'21).
 """
 
 from collections.abc import Iterable, Mapping

@@ -1,7 +1,7 @@
 """A real kube-apiserver + etcd (+ optional kube-controller-manager, kube-scheduler) for tests.
 
-Follows /work/shared/reference/k8s-testenv.md section 5.4: static-token authentication, RBAC,
-a serving certificate from a throwaway CA (clients verify TLS), everything on 127.0.0.1.
+Set up as envtest-style harnesses do (controller-runtime's `envtest`): static-token
+authentication, RBAC, a serving certificate from a throwaway CA (clients verify TLS), everything on 127.0.0.1.
 """
 
 from __future__ import annotations

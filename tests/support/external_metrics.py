@@ -1,6 +1,6 @@
 """A fake `external.metrics.k8s.io/v1beta1` server, registered with the real kube-apiserver.
 
-Follows /work/shared/reference/k8s-testenv.md section 2.3: stdlib HTTPS on 127.0.0.1 with a
+How the aggregator reaches it without a cluster network: stdlib HTTPS on 127.0.0.1 with a
 self-signed certificate, reached by the aggregator through an APIService whose Service is
 `type: ExternalName`, `externalName: localhost` (with `insecureSkipTLSVerify`). It answers the
 group-version discovery document and `namespaces/{ns}/{metric}` reads with the value the test set;

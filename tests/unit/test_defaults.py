@@ -1,4 +1,4 @@
-"""Upstream defaulting (pytorch_defaults_test.go and §1.3 of the reference), as tables."""
+"""Upstream defaulting (upstream v1.9's `pytorch_defaults.go` and its test), as tables."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""The torchrun environment, in upstream's order (reference §2.2, §2.3) and §10's fixes."""
+"""The torchrun environment, in upstream's order (v1.9 `envvar.go`), and the deliberate fixes."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""The pure reconcile plan, scenario by scenario (reference §3, §5 and §10)."""
+"""The pure reconcile plan, scenario by scenario (upstream v1.9's behaviour and the deliberate differences)."""
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -131,7 +131,7 @@ def test_scale_down_removes_highest_index_without_failure() -> None:
 
 
 def test_terminating_scaled_down_pod_is_not_a_failure() -> None:
-    """§10.11: the pod a scale-down deleted still runs while it terminates."""
+    """The pod a scale-down deleted still runs while it terminates."""
     observed = Observed(
         pods=[pod(0), pod(1), pod(2, deletionTimestamp=STAMP)], services=[service(0), service(1)]
     )
@@ -152,7 +152,7 @@ def test_scale_up_fills_missing_indices() -> None:
 
 
 def test_losing_worker_0_restarts_all_workers_once() -> None:
-    """§10.10: worker-0 hosts the rendezvous store; the others cannot continue without it."""
+    """Worker-0 hosts the rendezvous store; the others cannot continue without it."""
     observed = Observed(
         pods=[pod(0, "Failed"), pod(1), pod(2)], services=[service(i) for i in range(3)]
     )
