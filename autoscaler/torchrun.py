@@ -2,7 +2,8 @@
 
 Measured with the project's training scenarios (`make e2e`: PyTorch 2.15 CPU build, gloo, torchrun
 pods scheduled by kube-scheduler and run by a test node agent, rescaled by the engine and by
-hand; the README gives the figures) and by reading torch's `torch/distributed/elastic` sources.
+hand; docs/real-training.md gives the figures) and by reading torch's
+`torch/distributed/elastic` sources.
 """
 
 from typing import Final

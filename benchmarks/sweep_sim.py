@@ -1,6 +1,6 @@
 """The default policy beside variants of its configuration, on some of bench-sim's workloads.
 
-The runs the README quotes (how the default's settings were chosen):
+The runs docs/benchmarks.md quotes (how the default's settings were chosen):
 
     python -m benchmarks.sweep_sim --only itp,default,pollux-2,pollux-3 \\
         --variant 'p0={"objective":{"exponent":0}}' \\

@@ -36,7 +36,7 @@ GPU = c.GPU_RESOURCE
 # there as high as a concave curve through its last two points could reach: the fit bends down
 # past the data, and without this the bundled default kept 74 % of its GPUs busy, with it 83 %
 # (equal-share 86 %), at a mean JCT within 0.2 % (1.2 % with the simulator's noise on; the
-# README has the figures of benchmarks/sweep_sim.py).
+# docs/policies.md has the figures of benchmarks/sweep_sim.py).
 EXPLORING = ThroughputModel(exploration_factor=2.0, extrapolation="optimistic")
 
 
