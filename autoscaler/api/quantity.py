@@ -7,11 +7,14 @@ or a decimal exponent (`e`/`E` and a signed integer).
 
 import re
 from collections.abc import Mapping
+from decimal import Decimal
 
 _SUFFIXES = {
-    "n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0,
-    "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-    "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50, "Ei": 2.0**60,
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+    "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
+    "P": Decimal("1e15"), "E": Decimal("1e18"),
+    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
 }  # fmt: skip
 _QUANTITY = re.compile(
     r"^([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$"
@@ -19,13 +22,18 @@ _QUANTITY = re.compile(
 
 
 def parse_quantity(value: str | int | float) -> float:
+    return float(exact_quantity(value))
+
+
+def exact_quantity(value: str | int | float) -> Decimal:
+    """The quantity's exact value: `300m` and `0.3` are equal, as they are to the API server."""
     if isinstance(value, int | float):
-        return float(value)
+        return Decimal(value)
     match = _QUANTITY.match(value.strip())
     if not match:
         raise ValueError(f"not a quantity: {value!r}")
     number, suffix = match.groups()
-    return float(number) * _SUFFIXES[suffix or ""]
+    return Decimal(number) * _SUFFIXES[suffix or ""]
 
 
 def parse_resources(resources: Mapping[str, str | int | float]) -> dict[str, float]:

@@ -19,6 +19,7 @@ from autoscaler.api.validation import validate
 from autoscaler.cli.engine_command import add_engine_commands
 from autoscaler.cli.explain_command import UnknownJobError, add_explain_command
 from autoscaler.cli.operator_command import add_operator_command
+from autoscaler.cli.pod_settings import SettingsError, add_pod_arguments, pod_settings
 from autoscaler.cli.simulate_command import add_simulate_command
 from autoscaler.controller.builders import desired_objects
 from autoscaler.policies.registry import PolicyError
@@ -32,7 +33,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: Callable[[argparse.Namespace], int] = args.command
     try:
         return command(args)
-    except (ManifestError, PolicyError, UnknownJobError, OSError, yaml.YAMLError) as error:
+    except (
+        ManifestError,
+        PolicyError,
+        UnknownJobError,
+        SettingsError,
+        OSError,
+        yaml.YAMLError,
+    ) as error:
         print(f"error: {error}", file=sys.stderr)
         return USAGE_ERROR
     except ValidationError as error:  # the schema accepted what the models cannot represent
@@ -56,6 +64,8 @@ def parser() -> argparse.ArgumentParser:
         sub.add_argument("-f", "--filename", type=Path, required=True, action="append")
         sub.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
         sub.set_defaults(command=handler)
+        if name == "render":
+            add_pod_arguments(sub)
     add_operator_command(commands)
     add_engine_commands(commands)
     add_explain_command(commands)
@@ -78,8 +88,10 @@ def validate_files(args: argparse.Namespace) -> int:
 
 
 def render_files(args: argparse.Namespace) -> int:
-    jobs = valid_jobs(args.filename)
-    objects = [obj for job in jobs for obj in desired_objects(operator_view(job))]
+    jobs, settings = valid_jobs(args.filename), pod_settings(args)
+    objects = [
+        obj for job in jobs for obj in desired_objects(operator_view(job), settings=settings)
+    ]
     sys.stdout.write(dump(objects, output=args.output))
     return 0
 
@@ -94,7 +106,7 @@ def operator_view(job: dict[str, Any]) -> PyTorchJob:
 
 def run_demo(args: argparse.Namespace) -> int:
     with resources.as_file(resources.files("autoscaler.examples").joinpath(DEMO_JOB)) as path:
-        return render_files(argparse.Namespace(filename=[path], output=args.output))
+        return render_files(parser().parse_args(["render", "-f", str(path), "-o", args.output]))
 
 
 def valid_jobs(paths: Sequence[Path]) -> list[dict[str, Any]]:

@@ -2,10 +2,12 @@
 
 import argparse
 import logging
+import os
 import threading
 from typing import Any
 
 from autoscaler.cli.common import add_service_arguments, configure_logging, run_service
+from autoscaler.cli.pod_settings import add_pod_arguments, pod_settings
 from autoscaler.clients.kube import Kube, api_client
 from autoscaler.controller.runner import Operator, OperatorConfig
 from autoscaler.observability.metrics import operator_metrics
@@ -19,19 +21,27 @@ def add_operator_command(commands: Any) -> None:
     sub.add_argument(
         "--resync-seconds", type=float, default=300.0, help="period of the full resync"
     )
+    sub.add_argument(
+        "--namespace",
+        default=os.environ.get("KUBEFLOW_NAMESPACE") or None,
+        help="only this namespace's jobs (default: $KUBEFLOW_NAMESPACE, else every namespace)",
+    )
+    add_pod_arguments(sub)
     add_service_arguments(sub, lease_name="pytorchjob-operator")
     sub.set_defaults(command=run_operator)
 
 
 def run_operator(args: argparse.Namespace) -> int:
     configure_logging()
+    config = OperatorConfig(
+        workers=args.workers,
+        resync_seconds=args.resync_seconds,
+        namespace=args.namespace,
+        pods=pod_settings(args),  # a bad template stops here, before any pod is built
+    )
     kube = Kube(api_client(kubeconfig=args.kubeconfig))
     metrics = operator_metrics()
-    operator = Operator(
-        kube,
-        config=OperatorConfig(workers=args.workers, resync_seconds=args.resync_seconds),
-        metrics=metrics,
-    )
+    operator = Operator(kube, config=config, metrics=metrics)
 
     def work(stop: threading.Event) -> None:
         log.info("reconciling PyTorchJobs as %s", args.identity)

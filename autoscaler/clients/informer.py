@@ -32,11 +32,14 @@ class Informer:
         resource: Resource,
         *,
         on_event: Handler,
+        namespace: str | None = None,
         selector: str = "",
         index: IndexKey | None = None,
         watch_timeout: int = 60,
     ) -> None:
+        """`namespace`: only that namespace's objects (all namespaces when None)."""
         self.kube, self.resource, self.selector = kube, resource, selector
+        self.namespace = namespace
         self.on_event, self.index = on_event, index
         self.watch_timeout = watch_timeout
         self.synced = threading.Event()
@@ -86,7 +89,7 @@ class Informer:
                 response.shutdown()
 
     def relist(self) -> str:
-        listing = self.kube.list(self.resource, selector=self.selector)
+        listing = self.kube.list(self.resource, namespace=self.namespace, selector=self.selector)
         fresh = {object_key(obj): obj for obj in listing.get("items") or []}
         with self._lock:
             gone = [obj for key, obj in self._objects.items() if key not in fresh]
@@ -100,6 +103,7 @@ class Informer:
         events = self.kube.watch(
             self.resource,
             resource_version=version,
+            namespace=self.namespace,
             selector=self.selector,
             timeout=self.watch_timeout,
             on_open=lambda response: setattr(self, "_response", response),

@@ -131,6 +131,7 @@ class Kube:
         resource: Resource,
         *,
         resource_version: str,
+        namespace: str | None = None,
         selector: str = "",
         timeout: int = 60,
         on_open: Callable[[Any], None] | None = None,
@@ -148,7 +149,8 @@ class Kube:
         if selector:
             query.append(("labelSelector", selector))
         self.requests += 1
-        response = self._send("GET", resource.path(), query=query, timeout=timeout + 10).response
+        path = resource.path(namespace)
+        response = self._send("GET", path, query=query, timeout=timeout + 10).response
         if on_open is not None:
             on_open(response)
         try:

@@ -1,6 +1,11 @@
 """Pure builders of what a job should own: its pods, headless services and HPA (as JSON)."""
 
 import copy
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
 
 from autoscaler.api import coordinates as c
 from autoscaler.api.models import JSON, PyTorchJob
@@ -12,15 +17,84 @@ from autoscaler.controller.naming import (
     replica_name,
 )
 
-DEFAULT_INIT_IMAGE = "alpine:3.10"
 INIT_CONTAINER_NAME = "init-pytorch"
-INIT_MAX_TRIES = 100
+# Upstream's init container (`pkg/controller.v1/pytorch/initcontainer.go`, v1.9), as the Go
+# template its `--pytorch-init-container-template-file` replaces: the same three fields.
+DEFAULT_INIT_TEMPLATE = """\
+- name: init-pytorch
+  image: {{.InitContainerImage}}
+  imagePullPolicy: IfNotPresent
+  resources:
+    limits:
+      cpu: 100m
+      memory: 20Mi
+    requests:
+      cpu: 50m
+      memory: 10Mi
+  command: ['sh', '-c', 'err=1;for i in $(seq {{.MaxTries}}); do if nslookup {{.MasterAddr}}; \
+then err=0 && break; fi;echo waiting for master; sleep 2; done; exit $err']
+"""
+_TEMPLATE_FIELD = re.compile(r"{{\s*\.(\w+)\s*}}")
+_TEMPLATE_ACTION = re.compile(r"{{.*?}}", re.S)
 # ExitCode is the operator's own policy: the kubelet never restarts, the operator decides.
 POD_RESTART_POLICY = {"ExitCode": "Never"}
 
 
+@dataclass(frozen=True)
+class InitContainers:
+    """What upstream's `--pytorch-init-container-*` flags set: the containers a Worker of a
+    Master+Worker job waits in until the master's service name resolves."""
+
+    image: str = "alpine:3.10"
+    max_tries: int = 100
+    template: str = DEFAULT_INIT_TEMPLATE
+
+    def __post_init__(self) -> None:
+        if self.max_tries < 1:
+            raise ValueError(f"init container max tries must be at least 1, not {self.max_tries}")
+        self.render(master_address="probe-master-0")  # a bad template fails at start, not per pod
+
+    def render(self, *, master_address: str) -> list[JSON]:
+        values = {
+            "MasterAddr": master_address,
+            "InitContainerImage": self.image,
+            "MaxTries": str(self.max_tries),
+        }
+
+        def field(match: re.Match[str]) -> str:
+            if match.group(1) not in values:
+                raise ValueError(
+                    f"init container template: unknown field {match.group(0)} "
+                    f"(it may use {', '.join('{{.' + name + '}}' for name in values)})"
+                )
+            return values[match.group(1)]
+
+        text = _TEMPLATE_FIELD.sub(field, self.template)
+        if action := _TEMPLATE_ACTION.search(text):
+            raise ValueError(f"init container template: unsupported action {action.group(0)}")
+        try:
+            containers: Any = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise ValueError(f"init container template is not YAML: {error}") from None
+        if not isinstance(containers, list) or not all(
+            isinstance(item, dict) and item.get("name") for item in containers
+        ):
+            raise ValueError("init container template must be a YAML list of named containers")
+        return containers
+
+
+@dataclass(frozen=True)
+class PodSettings:
+    """The operator's settings that shape every pod it builds (its command-line flags)."""
+
+    init: InitContainers = InitContainers()
+
+
+UPSTREAM_DEFAULTS = PodSettings()  # upstream's flag defaults
+
+
 def desired_pod(
-    job: PyTorchJob, *, replica_type: str, index: int, init_image: str = DEFAULT_INIT_IMAGE
+    job: PyTorchJob, *, replica_type: str, index: int, settings: PodSettings = UPSTREAM_DEFAULTS
 ) -> JSON:
     """Pod `index` of a replica type; `job` must be defaulted (see `api.default_job`)."""
     spec = job.spec.pytorch_replica_specs[replica_type]
@@ -42,8 +116,8 @@ def desired_pod(
     pod_spec["restartPolicy"] = POD_RESTART_POLICY.get(restart, restart)
     if job.master is not None and replica_type == c.WORKER:
         master = replica_name(job_name=job.name, replica_type=c.MASTER, index=0)
-        init = init_container(master_address=master, image=init_image)
-        pod_spec["initContainers"] = [*(pod_spec.get("initContainers") or []), init]
+        init = settings.init.render(master_address=master)
+        pod_spec["initContainers"] = [*(pod_spec.get("initContainers") or []), *init]
     metadata = {
         "name": replica_name(job_name=job.name, replica_type=replica_type, index=index),
         "namespace": job.metadata.namespace,
@@ -52,25 +126,9 @@ def desired_pod(
     }
     if template_meta.get("annotations"):
         metadata["annotations"] = dict(template_meta["annotations"])
+    if template_meta.get("finalizers"):  # upstream's pod control copies them too
+        metadata["finalizers"] = list(template_meta["finalizers"])
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
-
-
-def init_container(*, master_address: str, image: str) -> JSON:
-    """Upstream's `init-pytorch`: wait until the master's service name resolves."""
-    script = (
-        f"err=1;for i in $(seq {INIT_MAX_TRIES}); do if nslookup {master_address}; "
-        "then err=0 && break; fi;echo waiting for master; sleep 2; done; exit $err"
-    )
-    return {
-        "name": INIT_CONTAINER_NAME,
-        "image": image,
-        "imagePullPolicy": "IfNotPresent",
-        "resources": {
-            "limits": {"cpu": "100m", "memory": "20Mi"},
-            "requests": {"cpu": "50m", "memory": "10Mi"},
-        },
-        "command": ["sh", "-c", script],
-    }
 
 
 def desired_service(job: PyTorchJob, *, replica_type: str, index: int) -> JSON:
@@ -116,13 +174,15 @@ def desired_hpa(job: PyTorchJob) -> JSON | None:
     }
 
 
-def desired_objects(job: PyTorchJob) -> list[JSON]:
+def desired_objects(job: PyTorchJob, *, settings: PodSettings = UPSTREAM_DEFAULTS) -> list[JSON]:
     """Every object the operator creates for the job at its current replica counts."""
     hpa = desired_hpa(job)
     objects: list[JSON] = [] if hpa is None else [hpa]
     for replica_type in c.REPLICA_TYPES:
         spec = job.spec.pytorch_replica_specs.get(replica_type)
         for index in range(spec.replicas or 0 if spec is not None else 0):
-            objects.append(desired_pod(job, replica_type=replica_type, index=index))
+            objects.append(
+                desired_pod(job, replica_type=replica_type, index=index, settings=settings)
+            )
             objects.append(desired_service(job, replica_type=replica_type, index=index))
     return objects

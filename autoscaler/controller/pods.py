@@ -33,10 +33,11 @@ def exit_code(pod: JSON) -> int | None:
     return None
 
 
-def restart_count(pod: JSON) -> int:
+def container_statuses(pod: JSON) -> list[JSON]:
+    """The statuses of the pod's init containers, then of its containers."""
     status = pod.get("status") or {}
-    containers = [
-        *(status.get("initContainerStatuses") or []),
-        *(status.get("containerStatuses") or []),
-    ]
-    return sum(int(container.get("restartCount") or 0) for container in containers)
+    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+
+
+def restart_count(pod: JSON) -> int:
+    return sum(int(container.get("restartCount") or 0) for container in container_statuses(pod))

@@ -15,9 +15,16 @@ from autoscaler.api import coordinates as c
 from autoscaler.api.defaults import default_job
 from autoscaler.api.models import JSON, PyTorchJob
 from autoscaler.controller import conditions as cond
-from autoscaler.controller.builders import desired_hpa, desired_pod, desired_service
+from autoscaler.controller.builders import (
+    UPSTREAM_DEFAULTS,
+    PodSettings,
+    desired_hpa,
+    desired_pod,
+    desired_service,
+)
 from autoscaler.controller.naming import replica_selector
 from autoscaler.controller.pods import (
+    container_statuses,
     exit_code,
     is_terminating,
     phase,
@@ -25,10 +32,24 @@ from autoscaler.controller.pods import (
     replica_type_of,
     restart_count,
 )
-from autoscaler.controller.status import count_replicas, is_subset
+from autoscaler.controller.status import by_value, count_replicas, is_subset
 
 TEMPLATE_RESTART_MESSAGE = (
     "Restart policy in pod template will be overwritten by restart policy in replica spec"
+)
+# Waiting reasons of a container that will not start without a change to the pod or its image
+# (kubelet's `ErrImagePull`/`ImagePullBackOff`/`InvalidImageName`, `CreateContainerConfigError`
+# for a missing ConfigMap or Secret key, `CrashLoopBackOff` between restarts).
+ABNORMAL_WAITING = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "CrashLoopBackOff",
+        "RunContainerError",
+    }
 )
 RETRYABLE_EXIT = 128  # ExitCode policy: codes >= 128 (signals) and "no exit code" are retried
 
@@ -38,6 +59,9 @@ class Event:
     type: str
     reason: str
     message: str
+    # Set for an Event about a fact that stays visible pass after pass (a terminated container):
+    # the runner sends it once per key, as client-go's event correlator folds repeats into one.
+    once: str | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +82,10 @@ class Plan:
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
     delete_job: bool = False
+    # What upstream's job counters count in this pass: "created", "successful", "failed" when
+    # that condition becomes true, "restarted" per restart; "deleted" is the runner's, on
+    # `delete_job` done.
+    lifecycle: list[str] = field(default_factory=list)
 
     @property
     def writes(self) -> int:
@@ -65,7 +93,9 @@ class Plan:
         return changes + (self.status is not None) + self.delete_job
 
 
-def plan(job: JSON, observed: Observed, *, now: datetime) -> Plan:
+def plan(
+    job: JSON, observed: Observed, *, now: datetime, settings: PodSettings = UPSTREAM_DEFAULTS
+) -> Plan:
     """Everything the operator should write for `job` now, given what exists."""
     parsed = PyTorchJob.model_validate(job)
     managed_by = parsed.spec.run_policy.managed_by
@@ -73,12 +103,21 @@ def plan(job: JSON, observed: Observed, *, now: datetime) -> Plan:
         return Plan()
     if (job.get("metadata") or {}).get("deletionTimestamp"):
         return Plan()
-    return _Planner(default_job(parsed), observed, now=now, status=job.get("status") or {}).run()
+    status = job.get("status") or {}
+    return _Planner(default_job(parsed), observed, now=now, status=status, settings=settings).run()
 
 
 class _Planner:
-    def __init__(self, job: PyTorchJob, observed: Observed, *, now: datetime, status: JSON) -> None:
-        self.job, self.observed, self.now = job, observed, now
+    def __init__(
+        self,
+        job: PyTorchJob,
+        observed: Observed,
+        *,
+        now: datetime,
+        status: JSON,
+        settings: PodSettings,
+    ) -> None:
+        self.job, self.observed, self.now, self.settings = job, observed, now, settings
         self.old_status = status
         self.status: dict[str, Any] = copy.deepcopy(status)
         self.status["conditions"] = list(self.status.get("conditions") or [])
@@ -111,6 +150,9 @@ class _Planner:
         old = {key: value for key, value in self.old_status.items() if value not in (None, [], {})}
         if new != old:
             self.result.status = new
+        self.result.lifecycle = lifecycle(
+            self.old_status.get("conditions") or [], self.status["conditions"], self.result.events
+        )
         return self.result
 
     # -- HPA (owned by the job; removed with `metrics`) -----------------------------------------
@@ -130,7 +172,7 @@ class _Planner:
                 self.result.delete.append(("HorizontalPodAutoscaler", self.job.name))
         elif current is None:
             self.result.create.append(desired)
-        elif not is_subset(desired["spec"], current.get("spec") or {}):
+        elif not is_subset(by_value(desired["spec"]), by_value(current.get("spec") or {})):
             resource_version = current["metadata"].get("resourceVersion")
             desired["metadata"]["resourceVersion"] = resource_version
             self.result.update.append(desired)
@@ -266,6 +308,8 @@ class _Planner:
                     self.delete(pod)
                 continue
             in_range.extend(pods)
+            for pod in pods:
+                self.container_events(pod)
             self.handle_exit(pods[0], replica_type)
         return {**count_replicas(in_range), **self.selector_of(replica_type)}
 
@@ -301,9 +345,6 @@ class _Planner:
         retry = policy in ("OnFailure", "Always") or (
             policy == "ExitCode" and (code is None or code >= RETRYABLE_EXIT)
         )
-        if code is not None and (retry or policy == "ExitCode"):
-            where = f"{pod['metadata'].get('namespace')}.{pod['metadata']['name']}"
-            self.event("Normal", "ExitedWithCode", f"Pod: {where} exited with code {code}")
         if retry:
             self.delete(pod)
             message = f"job {self.job.name} is restarting because {replica_type} replica(s) failed."
@@ -314,7 +355,27 @@ class _Planner:
             message = (
                 f'job "{self.job.name}" is failing because "{replica_type}" replica(s) failed.'
             )
+            self.event("Warning", cond.reason("Failed"), message)
             self.condition(cond.FAILED, "True", "Failed", message)
+
+    def container_events(self, pod: JSON) -> None:
+        """Upstream's `ExitedWithCode` for a terminated `pytorch` container, and a Warning for a
+        container stuck in a state it cannot leave by itself, each once per occurrence."""
+        meta = pod["metadata"]
+        where = f"{meta.get('namespace')}.{meta['name']}"
+        for container in container_statuses(pod):
+            state = container.get("state") or {}
+            name = container.get("name")
+            if (done := state.get("terminated")) and name == c.DEFAULT_CONTAINER_NAME:
+                run = done.get("containerID") or done.get("finishedAt")
+                message = f"Pod: {where} exited with code {done.get('exitCode')}"
+                self.event("Normal", "ExitedWithCode", message, f"{meta.get('uid')}/{name}/{run}")
+            waiting = (state.get("waiting") or {}).get("reason")
+            if waiting in ABNORMAL_WAITING:
+                detail = (state.get("waiting") or {}).get("message") or waiting
+                once = f"{meta.get('uid')}/{name}/{waiting}/{container.get('restartCount', 0)}"
+                message = f"Pod: {where} container {name} is waiting: {detail}"
+                self.event("Warning", waiting, message, once)
 
     def reconcile_services(self, replica_type: str, *, replicas: int) -> None:
         slots = self.slots(self.observed.services, replica_type)
@@ -386,7 +447,8 @@ class _Planner:
             )
 
     def create_pod(self, replica_type: str, *, index: int) -> None:
-        self.result.create.append(desired_pod(self.job, replica_type=replica_type, index=index))
+        pod = desired_pod(self.job, replica_type=replica_type, index=index, settings=self.settings)
+        self.result.create.append(pod)
         template = self.job.spec.pytorch_replica_specs[replica_type].template or {}
         if (template.get("spec") or {}).get("restartPolicy"):
             self.event("Warning", "SetPodTemplateRestartPolicy", TEMPLATE_RESTART_MESSAGE)
@@ -436,8 +498,22 @@ class _Planner:
         )
         self.status["conditions"] = cond.set_condition(self.status["conditions"], new, now=self.now)
 
-    def event(self, type_: str, reason: str, message: str) -> None:
-        self.result.events.append(Event(type=type_, reason=reason, message=message))
+    def event(self, type_: str, reason: str, message: str, once: str | None = None) -> None:
+        self.result.events.append(Event(type=type_, reason=reason, message=message, once=once))
+
+
+COUNTED_CONDITIONS = {cond.CREATED: "created", cond.SUCCEEDED: "successful", cond.FAILED: "failed"}
+
+
+def lifecycle(before: list[JSON], after: list[JSON], events: list[Event]) -> list[str]:
+    """Upstream's job counters this pass moves: a condition that became true, each restart."""
+    became = [
+        counted
+        for type_, counted in COUNTED_CONDITIONS.items()
+        if cond.has_condition(after, type_) and not cond.has_condition(before, type_)
+    ]
+    restarts = sum(event.reason == cond.reason("Restarting") for event in events)
+    return [*became, *["restarted"] * restarts]
 
 
 def _parse_time(value: str) -> datetime:

@@ -9,6 +9,7 @@ import json
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from autoscaler.clients.kube import (
     Resource,
 )
 from autoscaler.clients.recorder import EventRecorder
+from autoscaler.controller.builders import UPSTREAM_DEFAULTS, PodSettings
 from autoscaler.controller.naming import selector
 from autoscaler.controller.reconcile import Observed, Plan, plan
 from autoscaler.controller.workqueue import ShutDownError, WorkQueue
@@ -43,11 +45,17 @@ OWNED_SELECTOR = selector({c.LABEL_OPERATOR_NAME: c.OPERATOR_NAME})
 EXPECTATION_TIMEOUT = 30.0  # after this, stop waiting for the watch to show our own writes
 
 
+FRAMEWORK = "pytorch"  # the `framework` label of upstream's job counters
+
+
 @dataclass(frozen=True, kw_only=True)
 class OperatorConfig:
     workers: int = 4
     resync_seconds: float = 300.0
     watch_timeout: int = 60
+    namespace: str | None = None  # only this namespace's jobs (upstream's `--namespace`)
+    pods: PodSettings = UPSTREAM_DEFAULTS
+    once_events_remembered: int = 10_000  # keys of Events sent once (a few MB at most)
 
 
 @dataclass
@@ -82,12 +90,16 @@ class Operator:
         self._expectations: dict[ObjectKey, _Expectation] = {}
         self._lock = threading.Lock()
         timeout = config.watch_timeout
-        self.jobs = Informer(kube, JOBS, on_event=self._on_job, watch_timeout=timeout)
+        scope = config.namespace
+        self.jobs = Informer(
+            kube, JOBS, namespace=scope, on_event=self._on_job, watch_timeout=timeout
+        )
 
         def owned(resource: Resource) -> Informer:
             return Informer(
                 kube,
                 resource,
+                namespace=scope,
                 on_event=self._on_owned,
                 selector=OWNED_SELECTOR,
                 index=job_key_of,
@@ -95,7 +107,10 @@ class Operator:
             )
 
         self.pods, self.services = owned(PODS), owned(SERVICES)
-        self.hpas = Informer(kube, HPAS, on_event=self._on_owned_hpa, watch_timeout=timeout)
+        self.hpas = Informer(
+            kube, HPAS, namespace=scope, on_event=self._on_owned_hpa, watch_timeout=timeout
+        )
+        self._sent_once: OrderedDict[str, None] = OrderedDict()
         self.informers = (self.jobs, self.pods, self.services, self.hpas)
         self._rejected: dict[ObjectKey, Any] = {}
         self._caches = {
@@ -203,7 +218,7 @@ class Operator:
             return None
         observed = self.observe(job)
         try:
-            result = plan(job, observed, now=self.clock())
+            result = self._plan(job, observed)
             if any(kind == "Pod" for kind, _ in result.delete):
                 # Removing pods is not undone by the next pass: decide it on a fresh read.
                 # (When a job is deleted, the garbage collector may remove worker-0 before
@@ -211,7 +226,7 @@ class Operator:
                 fresh = self._fresh(job)
                 if fresh is None:
                     return None
-                job, result = fresh, plan(fresh, observed, now=self.clock())
+                job, result = fresh, self._plan(fresh, observed)
         except ValidationError as error:
             self._reject(job, error)
             return None
@@ -219,6 +234,9 @@ class Operator:
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)
         return result
+
+    def _plan(self, job: JSON, observed: Observed) -> Plan:
+        return plan(job, observed, now=self.clock(), settings=self.config.pods)
 
     def _fresh(self, job: JSON) -> JSON | None:
         """The job as the API server has it now (None, and forgotten, if it is gone)."""
@@ -263,12 +281,16 @@ class Operator:
         for obj in result.update:
             self.kube.replace(obj)  # a conflict retries the whole pass from fresh caches
         for event in result.events:
-            self._record(job, event.type, event.reason, event.message)
+            if self._first_time(event.once):
+                self._record(job, event.type, event.reason, event.message)
         if result.status is not None:
             self._write_status(job, result.status, observed=observed)
+        for counted in result.lifecycle:
+            self._count_job(job, counted)
         if result.delete_job:
             with suppress(NotFoundError):
                 self.kube.delete(JOBS, job["metadata"]["namespace"], job["metadata"]["name"])
+                self._count_job(job, "deleted")
         if failures:
             raise failures[0]
 
@@ -298,6 +320,23 @@ class Operator:
         self._record(job, "Normal", f"SuccessfulDelete{kind}", f"Deleted {kind.lower()}: {name}")
         return None
 
+    def _count_job(self, job: JSON, what: str) -> None:
+        namespace = job["metadata"]["namespace"]
+        self.metrics.jobs[what].labels(job_namespace=namespace, framework=FRAMEWORK).inc()
+
+    def _first_time(self, once: str | None) -> bool:
+        """False for an Event already sent under the same key (kept for the latest keys)."""
+        if once is None:
+            return True
+        with self._lock:
+            if once in self._sent_once:
+                self._sent_once.move_to_end(once)
+                return False
+            self._sent_once[once] = None
+            if len(self._sent_once) > self.config.once_events_remembered:
+                self._sent_once.popitem(last=False)
+            return True
+
     def _record(self, job: JSON, type_: str, reason: str, message: str) -> None:
         self.events.record(
             job_event(job, type_=type_, reason=reason, message=message, now=self.clock())
@@ -311,7 +350,7 @@ class Operator:
             return  # deleted meanwhile: there is no status left to write
         except ConflictError:
             fresh = self.kube.get(JOBS, job["metadata"]["namespace"], job["metadata"]["name"])
-            replanned = plan(fresh, observed, now=self.clock())
+            replanned = self._plan(fresh, observed)
             if replanned.status is None:
                 return
             written = self.kube.replace({**fresh, "status": replanned.status}, sub="status")

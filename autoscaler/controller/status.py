@@ -3,6 +3,7 @@
 from typing import Any
 
 from autoscaler.api.models import JSON
+from autoscaler.api.quantity import exact_quantity
 from autoscaler.controller.pods import is_terminating, phase
 
 
@@ -32,3 +33,26 @@ def is_subset(desired: Any, observed: Any) -> bool:
     if isinstance(desired, list) and isinstance(observed, list):
         return len(desired) == len(observed) and all(map(is_subset, desired, observed))
     return bool(desired == observed)
+
+
+QUANTITY_FIELDS = frozenset({"value", "averageValue"})  # autoscaling/v2 MetricTarget
+
+
+def by_value(spec: Any) -> Any:
+    """`spec` with every metric target quantity as a number: the API server stores `1000m` as
+    `1` and `"0.5"` as `500m`, which a comparison as text would rewrite on every pass."""
+    if isinstance(spec, list):
+        return [by_value(item) for item in spec]
+    if not isinstance(spec, dict):
+        return spec
+    return {
+        key: _quantity(value) if key in QUANTITY_FIELDS else by_value(value)
+        for key, value in spec.items()
+    }
+
+
+def _quantity(value: Any) -> Any:
+    try:
+        return exact_quantity(value)
+    except (TypeError, ValueError):
+        return value  # not ours to judge: the API server validates the HPA

@@ -15,6 +15,19 @@ class OperatorMetrics:
     api_requests: Counter
     api_writes: Counter
     leader: Gauge
+    # Upstream's job counters (training-operator v1.9 `pkg/common/metrics.go`), same names and
+    # labels, so dashboards and alerts written for it keep working: created, deleted,
+    # successful, failed, restarted.
+    jobs: dict[str, Counter]
+
+
+UPSTREAM_JOB_COUNTERS = {
+    "created": "Counts number of jobs created",
+    "deleted": "Counts number of jobs deleted",
+    "successful": "Counts number of jobs successful",
+    "failed": "Counts number of jobs failed",
+    "restarted": "Counts number of jobs restarted",
+}
 
 
 def operator_metrics() -> OperatorMetrics:
@@ -46,4 +59,13 @@ def operator_metrics() -> OperatorMetrics:
         leader=Gauge(
             f"{prefix}_leader", "1 while this replica holds the leader lease", registry=registry
         ),
+        jobs={
+            what: Counter(
+                f"training_operator_jobs_{what}",
+                help_text,
+                ["job_namespace", "framework"],
+                registry=registry,
+            )
+            for what, help_text in UPSTREAM_JOB_COUNTERS.items()
+        },
     )

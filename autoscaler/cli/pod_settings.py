@@ -1,0 +1,54 @@
+"""Upstream's operator flags that shape the pods: shared by `operator` and `render`, so a user sees
+what their settings produce before the operator runs with them."""
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from autoscaler.controller.builders import UPSTREAM_DEFAULTS, InitContainers, PodSettings
+
+
+class SettingsError(Exception):
+    """A flag's value the operator cannot build pods with (exit 2, before any pod is built)."""
+
+
+def add_pod_arguments(sub: Any) -> None:
+    init = UPSTREAM_DEFAULTS.init
+    sub.add_argument(
+        "--pytorch-init-container-image",
+        default=init.image,
+        help=f"image of the init container of Master+Worker jobs' workers (default {init.image})",
+    )
+    sub.add_argument(
+        "--pytorch-init-container-max-tries",
+        type=int,
+        default=init.max_tries,
+        help=f"how often it looks the master up, 2 s apart (default {init.max_tries})",
+    )
+    sub.add_argument(
+        "--pytorch-init-container-template-file",
+        type=Path,
+        help="a YAML list of init containers using {{.MasterAddr}}, {{.InitContainerImage}} "
+        "and {{.MaxTries}} (upstream's format; default: upstream's container)",
+    )
+
+
+def pod_settings(args: argparse.Namespace) -> PodSettings:
+    """The settings of the flags; an unreadable or invalid template file is an error (upstream
+    falls back to its default container silently, which hides a typo in a mounted path)."""
+    template = InitContainers.template
+    if args.pytorch_init_container_template_file is not None:
+        path: Path = args.pytorch_init_container_template_file
+        try:
+            template = path.read_text()
+        except OSError as error:
+            raise SettingsError(f"--pytorch-init-container-template-file: {error}") from None
+    try:
+        init = InitContainers(
+            image=args.pytorch_init_container_image,
+            max_tries=args.pytorch_init_container_max_tries,
+            template=template,
+        )
+    except ValueError as error:
+        raise SettingsError(str(error)) from None
+    return PodSettings(init=init)
