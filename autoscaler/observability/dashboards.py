@@ -1,4 +1,5 @@
-"""Grafana dashboards for the engine and the operator, generated from code (plain JSON dicts).
+"""Grafana dashboards for the engine and the operator, generated from code with Grafana's typed
+SDK, grafana-foundation-sdk (its builders and models for Grafana 11.6).
 
 `python -m autoscaler.observability.dashboards deploy/grafana` (`make dashboards`) writes
 `scaling-decisions.json` and `operator-health.json` (for Grafana's "Import dashboard"), the same
@@ -7,15 +8,18 @@ JSON in ConfigMaps labelled `grafana_dashboard: "1"` for Grafana's dashboard sid
 
 No metric name is spelled here: every query names its series through the metric objects of
 `engine_metrics()` and `operator_metrics()` (and `metrics_contract` for the training counter),
-and every label it groups or filters by is checked against the metric's own label names. A
-renamed metric therefore changes the generated files: tests/unit/test_dashboards.py fails until
-they are regenerated, and tests/integration/test_dashboards.py runs every query against a real
-Prometheus fed by the real engine and operator.
+and every label it groups or filters by is checked against the metric's own label names
+(`promql`). A renamed metric therefore changes the generated files: tests/unit/test_dashboards.py
+fails until they are regenerated, and tests/integration/test_dashboards.py runs every query
+against a real Prometheus fed by the real engine and operator.
 
 Queries use Grafana's variables: `$namespace`, `$job` and `$instance` (the dashboards' own,
 multi-select with All) and `$__rate_interval`/`$__range` (Grafana's). Annotations look back
 `$__rate_interval` (not `$__interval`): windows that overlap by a scrape never miss a change
 that falls between two steps.
+
+Only `make dashboards` and the tests import this module (the operator and the engine never do),
+which is why the SDK is a development dependency, not a runtime one.
 """
 
 import argparse
@@ -23,176 +27,459 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
+
+from grafana_foundation_sdk.builders import common as common_builders
+from grafana_foundation_sdk.builders import dashboard as builders
+from grafana_foundation_sdk.builders import prometheus, stat, timeseries
+from grafana_foundation_sdk.cog.builder import Builder
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common
+from grafana_foundation_sdk.models import dashboard as models
+from prometheus_client.metrics import MetricWrapperBase
 
 from autoscaler import metrics_contract as contract
-from autoscaler.observability import grafana as g
+from autoscaler.observability import promql as q
 from autoscaler.observability.engine_metrics import EngineMetrics, engine_metrics
 from autoscaler.observability.metrics import OperatorMetrics, operator_metrics
 
 JSON = dict[str, Any]
 NAMESPACE: Final = "elastic-autoscaler"  # where deploy/ puts the ConfigMaps
 SIDECAR_LABEL: Final = "grafana_dashboard"  # the label Grafana's dashboard sidecar looks for
-LABEL_NAMESPACE, LABEL_JOB = g.LABEL_NAMESPACE, g.LABEL_JOB
+LABEL_NAMESPACE, LABEL_JOB = q.LABEL_NAMESPACE, q.LABEL_JOB
+TAGS: Final = ("elastic-autoscaler", "pytorch")
+DATASOURCE_VARIABLE: Final = "datasource"
+REFS: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+WIDTH: Final = 24  # Grafana's grid
+TIMESERIES_HEIGHT, STAT_HEIGHT = 8, 4
+# Options Grafana's Prometheus data source reads from an annotation query to title, describe and
+# tag each mark; the SDK's AnnotationQuery (Grafana's dashboard schema) has no field for them.
+PROMETHEUS_ANNOTATION_OPTIONS: Final = ("titleFormat", "textFormat", "tagKeys")
+
+
+def datasource() -> models.DataSourceRef:
+    """Every query's data source: the one chosen in the dashboard's `datasource` variable."""
+    return models.DataSourceRef(type_val="prometheus", uid=f"${{{DATASOURCE_VARIABLE}}}")
+
+
+# -- queries, panels -----------------------------------------------------------------------------
+
+
+def target(expr: str, legend: str) -> prometheus.Dataquery:
+    """A range query (its refId is set by the panel, in order)."""
+    return prometheus.Dataquery().datasource(datasource()).expr(expr).legend_format(legend).range()
+
+
+def quantile_targets(metric: MetricWrapperBase, *matchers: str) -> list[prometheus.Dataquery]:
+    return [target(expr, legend) for expr, legend in q.quantiles(metric, *matchers)]
+
+
+PanelBuilder = TypeVar("PanelBuilder", timeseries.Panel, stat.Panel)
+
+
+def panel(
+    builder: PanelBuilder,
+    title: str,
+    description: str,
+    targets: Sequence[prometheus.Dataquery],
+    *,
+    width: int,
+    height: int,
+) -> PanelBuilder:
+    """What every panel has: title, description, data source, queries A, B, ... and size (the
+    dashboard places it)."""
+    return (
+        builder.title(title)
+        .description(description)
+        .datasource(datasource())
+        .targets([t.ref_id(REFS[i]) for i, t in enumerate(targets)])
+        .span(width)
+        .height(height)
+    )
+
+
+def timeseries_panel(
+    title: str,
+    description: str,
+    targets: Sequence[prometheus.Dataquery],
+    *,
+    unit: str,
+    width: int = 12,
+    decimals: int | None = None,
+    dashed: str | None = None,
+    no_value: str | None = None,
+) -> timeseries.Panel:
+    """A time series panel; series whose display name matches the regex `dashed` are dashed."""
+    built = (
+        panel(
+            timeseries.Panel(), title, description, targets, width=width, height=TIMESERIES_HEIGHT
+        )
+        .unit(unit)
+        .min(0)
+        .color_scheme(builders.FieldColor().mode(models.FieldColorModeId.PALETTE_CLASSIC))
+        .draw_style(common.GraphDrawStyle.LINE)
+        .line_width(1)
+        .fill_opacity(10)
+        .show_points(common.VisibilityMode.NEVER)
+        .span_nulls(False)
+        .legend(
+            common_builders.VizLegendOptions()
+            .display_mode(common.LegendDisplayMode.LIST)
+            .placement(common.LegendPlacement.BOTTOM)
+            .show_legend(True)
+        )
+        .tooltip(
+            common_builders.VizTooltipOptions()
+            .mode(common.TooltipDisplayMode.MULTI)
+            .sort(common.SortOrder.DESCENDING)
+        )
+    )
+    if decimals is not None:
+        built.decimals(decimals)
+    if no_value is not None:
+        built.no_value(no_value)
+    if dashed:
+        built.override_by_regexp(
+            dashed,
+            [
+                models.DynamicConfigValue("custom.lineStyle", common.LineStyle("dash", [10, 10])),
+                models.DynamicConfigValue("custom.fillOpacity", 0),
+            ],
+        )
+    return built
+
+
+def stat_panel(
+    title: str,
+    description: str,
+    targets: Sequence[prometheus.Dataquery],
+    *,
+    unit: str,
+    width: int = 4,
+    mappings: Sequence[models.ValueMapping] = (),
+    warn_from: float | None = None,
+    no_value: str | None = None,
+) -> stat.Panel:
+    """A stat panel of each series' last value; red from `warn_from` on, else green."""
+    steps = [models.Threshold(value=None, color="green")]  # None: from -Infinity
+    if warn_from is not None:
+        steps.append(models.Threshold(value=warn_from, color="red"))
+    built = (
+        panel(stat.Panel(), title, description, targets, width=width, height=STAT_HEIGHT)
+        .unit(unit)
+        .mappings(list(mappings))
+        .color_scheme(builders.FieldColor().mode(models.FieldColorModeId.THRESHOLDS))
+        .thresholds(builders.ThresholdsConfig().mode(models.ThresholdsMode.ABSOLUTE).steps(steps))
+        .reduce_options(
+            common_builders.ReduceDataOptions().calcs(["lastNotNull"]).fields("").values(False)
+        )
+        .color_mode(common.BigValueColorMode.VALUE)
+        .graph_mode(common.BigValueGraphMode.AREA)
+        .justify_mode(common.BigValueJustifyMode.AUTO)
+        .orientation(common.VizOrientation.AUTO)
+        .text_mode(common.BigValueTextMode.AUTO)
+    )
+    if no_value is not None:
+        built.no_value(no_value)
+    return built
+
+
+def leader_mappings() -> list[models.ValueMapping]:
+    return [
+        models.ValueMap(
+            {
+                "0": models.ValueMappingResult(text="standby", color="yellow", index=1),
+                "1": models.ValueMappingResult(text="leader", color="green", index=0),
+            }
+        )
+    ]
+
+
+# -- variables, annotations, the dashboard -------------------------------------------------------
+
+
+def datasource_variable() -> builders.DatasourceVariable:
+    return (
+        builders.DatasourceVariable(DATASOURCE_VARIABLE)
+        .label("Data source")
+        .type("prometheus")
+        .hide(models.VariableHide.DONT_HIDE)
+        .multi(False)
+        .include_all(False)
+        .regex("")
+    )
+
+
+def query_variable(
+    name: str, title: str, metric: str, labelname: str, *matchers: str
+) -> builders.QueryVariable:
+    """A multi-select variable (with All) of `labelname`'s values on `metric`'s series."""
+    return (
+        builders.QueryVariable(name)
+        .label(title)
+        .datasource(datasource())
+        .query(f"label_values({q.select(metric, *matchers)}, {labelname})")
+        .current(models.VariableOption(selected=True, text=["All"], value=["$__all"]))
+        .hide(models.VariableHide.DONT_HIDE)
+        .include_all(True)
+        .all_value(".*")
+        .multi(True)
+        .options([])
+        .refresh(models.VariableRefresh.ON_TIME_RANGE_CHANGED)  # jobs come and go
+        .regex("")
+        .sort(models.VariableSort.ALPHABETICAL_ASC)
+    )
+
+
+class PrometheusAnnotationQuery(models.AnnotationQuery):
+    """The SDK's annotation query plus PROMETHEUS_ANNOTATION_OPTIONS (Grafana splits tagKeys
+    at commas)."""
+
+    def __init__(self, *, title_format: str, text_format: str, tag_keys: Sequence[str]) -> None:
+        super().__init__()
+        self.options = dict(
+            zip(
+                PROMETHEUS_ANNOTATION_OPTIONS,
+                (title_format, text_format, ",".join(tag_keys)),
+                strict=True,
+            )
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {**super().to_json(), **self.options}
+
+
+class PrometheusAnnotation(builders.AnnotationQuery):
+    """The SDK's annotation builder, building a PrometheusAnnotationQuery."""
+
+    def __init__(self, *, title_format: str, text_format: str, tag_keys: Sequence[str]) -> None:
+        super().__init__()
+        self._internal = PrometheusAnnotationQuery(
+            title_format=title_format, text_format=text_format, tag_keys=tag_keys
+        )
+
+
+def annotation(
+    name: str, expr: str, *, title: str, text: str, tags: Sequence[str], color: str
+) -> PrometheusAnnotation:
+    """A Prometheus annotation: a mark wherever `expr` has a value (title and tags from labels)."""
+    return (
+        PrometheusAnnotation(title_format=title, text_format=text, tag_keys=tags)
+        .name(name)
+        .datasource(datasource())
+        .enable(True)
+        .hide(False)
+        .icon_color(color)
+        .expr(expr)
+    )
+
+
+def built_in_annotations() -> builders.AnnotationQuery:
+    """Grafana's own annotations and alerts, which it adds to a dashboard that lacks them."""
+    return (
+        builders.AnnotationQuery()
+        .name("Annotations & Alerts")
+        .datasource(models.DataSourceRef(type_val="grafana", uid="-- Grafana --"))
+        .enable(True)
+        .hide(True)
+        .icon_color("rgba(0, 211, 255, 1)")
+        .type("dashboard")
+        .built_in(1)
+    )
+
+
+def dashboard(
+    *,
+    uid: str,
+    title: str,
+    description: str,
+    variables: Sequence[builders.QueryVariable],
+    annotations: Sequence[Builder[models.AnnotationQuery]],
+    panels: Sequence[timeseries.Panel | stat.Panel],
+) -> JSON:
+    """The dashboard as JSON, its panels numbered in order. The SDK places them left to right
+    and starts a new row once one is full: the widths of each row add up to WIDTH."""
+    built = (
+        builders.Dashboard(title)
+        .uid(uid)
+        .description(description)
+        .tags(list(TAGS))
+        .editable()
+        .tooltip(models.DashboardCursorSync.CROSSHAIR)  # one instant across every panel
+        .timezone("browser")
+        .time("now-3h", "now")
+        .refresh("30s")
+        .version(1)
+        .links([])
+        .variables([datasource_variable(), *variables])
+        .annotations([built_in_annotations(), *annotations])
+    )
+    for number, each in enumerate(panels, start=1):
+        built.with_panel(each.id(number))
+    as_json: JSON = json.loads(json.dumps(built.build(), cls=JSONEncoder))
+    return as_json
+
+
+# -- the dashboards ------------------------------------------------------------------------------
 
 
 def scaling_decisions(m: EngineMetrics | None = None) -> JSON:
     """What the engine decided and why: every job's replicas against its bounds, the reasons,
     throughput observed against predicted, the capacity, the objective and the policy itself."""
     m = m or engine_metrics()
-    on = g.ON_INSTANCE
-    reason, result = g.label(m.decisions, "reason"), g.label(m.writes, "result")
-    resource, fallback = g.label(m.capacity, "resource"), g.label(m.fallbacks, "reason")
-    rounds_by = g.label(m.rounds, "result")
-    g.label(m.capacity_used, resource)  # both capacity gauges share the label
+    on = q.ON_INSTANCE
+    reason, result = q.label(m.decisions, "reason"), q.label(m.writes, "result")
+    resource, fallback = q.label(m.capacity, "resource"), q.label(m.fallbacks, "reason")
+    rounds_by = q.label(m.rounds, "result")
+    q.label(m.capacity_used, resource)  # both capacity gauges share the label
     job_legend = f"{{{{{LABEL_NAMESPACE}}}}}/{{{{{LABEL_JOB}}}}}"
-    desired = g.job_series(m.desired)
-    training = g.select(
+    desired = q.job_series(m.desired)
+    training = q.select(
         contract.SAMPLES_TOTAL,
-        g.matches(contract.LABEL_NAMESPACE, "namespace"),
-        g.matches(contract.LABEL_JOB_NAME, "job"),
+        q.matches(contract.LABEL_NAMESPACE, "namespace"),
+        q.matches(contract.LABEL_JOB_NAME, "job"),
     )
-    decisions = g.select(g.series(m.decisions), on)
-    fallbacks = g.select(g.series(m.fallbacks), on)
-    writes = g.select(g.series(m.writes), on)
-    written = g.select(g.series(m.writes), on, f'{result}="written"')
-    unavailable = g.select(g.series(m.metrics_unavailable), on)
-    used_by = f"sum by ({resource}) ({g.select(g.series(m.capacity_used), on)})"
-    available_by = f"sum by ({resource}) ({g.select(g.series(m.capacity), on)})"
-    panels = [
-        g.stat(
+    decisions = q.select(q.series(m.decisions), on)
+    fallbacks = q.select(q.series(m.fallbacks), on)
+    writes = q.select(q.series(m.writes), on)
+    written = q.select(q.series(m.writes), on, f'{result}="written"')
+    unavailable = q.select(q.series(m.metrics_unavailable), on)
+    used_by = f"sum by ({resource}) ({q.select(q.series(m.capacity_used), on)})"
+    available_by = f"sum by ({resource}) ({q.select(q.series(m.capacity), on)})"
+    panels: list[timeseries.Panel | stat.Panel] = [
+        stat_panel(
             "Engine leader",
             "Which engine replica holds the lease (only the leader decides).",
-            [g.target(g.select(g.series(m.leader), on), "{{instance}}")],
+            [target(q.select(q.series(m.leader), on), "{{instance}}")],
             unit="none",
-            mappings=g.leader_mappings(),
+            mappings=leader_mappings(),
         ),
-        g.stat(
+        stat_panel(
             "Jobs sized",
             "Elastic jobs the engine sized in its last round.",
-            [g.target(f"count({desired})", "jobs")],
+            [target(f"count({desired})", "jobs")],
             unit="none",
             no_value="0",
         ),
-        g.stat(
+        stat_panel(
             "Rescales",
             "Worker counts written through /scale in the time range.",
-            [g.target(f"sum(increase({written}[$__range]))", "rescales")],
+            [target(f"sum(increase({written}[$__range]))", "rescales")],
             unit="none",
             no_value="0",
         ),
-        g.stat(
+        stat_panel(
             "Policy fallbacks",
             "Rounds in the time range that kept every count because the policy failed.",
-            [g.target(f"sum(increase({fallbacks}[$__range]))", "fallbacks")],
+            [target(f"sum(increase({fallbacks}[$__range]))", "fallbacks")],
             unit="none",
             warn_from=1,
             no_value="0",
         ),
-        g.stat(
+        stat_panel(
             "Readings missing",
             "Job throughput readings missing or invalid in the time range (jobs held).",
-            [g.target(f"sum(increase({unavailable}[$__range]))", "missing")],
+            [target(f"sum(increase({unavailable}[$__range]))", "missing")],
             unit="none",
             warn_from=1,
         ),
-        g.stat(
+        stat_panel(
             "Capacity used",
             "Share of each resource the engine may hand out that its jobs hold.",
-            [g.target(f"{used_by} / {available_by}", f"{{{{{resource}}}}}")],
+            [target(f"{used_by} / {available_by}", f"{{{{{resource}}}}}")],
             unit="percentunit",
         ),
-        g.timeseries(
+        timeseries_panel(
             "Replicas",
             "Each job's worker count: desired (the engine's settled count), current (its spec) "
             "and the elasticPolicy bounds (dashed).",
             [
-                g.target(desired, f"{job_legend} desired"),
-                g.target(g.job_series(m.current), f"{job_legend} current"),
-                g.target(g.job_series(m.minimum), f"{job_legend} min"),
-                g.target(g.job_series(m.maximum), f"{job_legend} max"),
+                target(desired, f"{job_legend} desired"),
+                target(q.job_series(m.current), f"{job_legend} current"),
+                target(q.job_series(m.minimum), f"{job_legend} min"),
+                target(q.job_series(m.maximum), f"{job_legend} max"),
             ],
             unit="none",
-            width=g.WIDTH,
+            width=WIDTH,
             decimals=0,
             dashed="/ (min|max)$/",
         ),
-        g.timeseries(
+        timeseries_panel(
             "Decisions by reason",
             "The final reason of every job's decision, per second (one decision per job and "
             "round).",
-            [g.target(f"sum by ({reason}) ({g.rate(decisions)})", f"{{{{{reason}}}}}")],
+            [target(f"sum by ({reason}) ({q.rate(decisions)})", f"{{{{{reason}}}}}")],
             unit="cps",
         ),
-        g.timeseries(
+        timeseries_panel(
             "Scale writes by result",
             "Writes through /scale: written, unchanged (already there) or error.",
-            [g.target(f"sum by ({result}) ({g.rate(writes)})", f"{{{{{result}}}}}")],
+            [target(f"sum by ({result}) ({q.rate(writes)})", f"{{{{{result}}}}}")],
             unit="wps",
         ),
-        g.timeseries(
+        timeseries_panel(
             "Throughput: observed vs predicted",
             "Samples/s the engine read for each job, what its model predicts at the desired "
             "count (dashed), and what the training pods report (their counter's rate).",
             [
-                g.target(g.job_series(m.observed), f"{job_legend} observed"),
-                g.target(g.job_series(m.predicted), f"{job_legend} predicted"),
-                g.target(
+                target(q.job_series(m.observed), f"{job_legend} observed"),
+                target(q.job_series(m.predicted), f"{job_legend} predicted"),
+                target(
                     f"sum by ({contract.LABEL_NAMESPACE}, {contract.LABEL_JOB_NAME}) "
-                    f"({g.rate(training)})",
+                    f"({q.rate(training)})",
                     f"{{{{{contract.LABEL_NAMESPACE}}}}}/{{{{{contract.LABEL_JOB_NAME}}}}} "
                     "reported",
                 ),
             ],
             unit="suffix: samples/s",
-            width=g.WIDTH,
+            width=WIDTH,
             dashed="/ predicted$/",
         ),
-        g.timeseries(
+        timeseries_panel(
             "Capacity: available vs used",
             "Resources the engine may hand out (dashed) and what its jobs hold after each round.",
             [
-                g.target(available_by, f"{{{{{resource}}}}} available"),
-                g.target(used_by, f"{{{{{resource}}}}} used"),
+                target(available_by, f"{{{{{resource}}}}} available"),
+                target(used_by, f"{{{{{resource}}}}} used"),
             ],
             unit="none",
             dashed="/ available$/",
         ),
-        g.timeseries(
+        timeseries_panel(
             "Objective value",
             "The policy's objective at the settled counts (higher is better).",
-            [g.target(f"max({g.select(g.series(m.objective), on)})", "objective")],
+            [target(f"max({q.select(q.series(m.objective), on)})", "objective")],
             unit="none",
         ),
-        g.timeseries(
+        timeseries_panel(
             "Policy solve time",
             "Time the policy took to decide, quantiles over the rounds.",
-            g.quantiles(m.solve_seconds, on),
+            quantile_targets(m.solve_seconds, on),
             unit="s",
         ),
-        g.timeseries(
+        timeseries_panel(
             "Rounds by result",
             "Decision rounds per second: ok, or fallback (every count kept).",
             [
-                g.target(
-                    f"sum by ({rounds_by}) ({g.rate(g.select(g.series(m.rounds), on))})",
+                target(
+                    f"sum by ({rounds_by}) ({q.rate(q.select(q.series(m.rounds), on))})",
                     f"{{{{{rounds_by}}}}}",
                 )
             ],
             unit="cps",
         ),
-        g.timeseries(
+        timeseries_panel(
             "Policy fallbacks by reason",
             "Rounds that kept every count: the policy failed, overran its budget, returned "
             "something invalid or was still running.",
-            [g.target(f"sum by ({fallback}) ({g.rate(fallbacks)})", f"{{{{{fallback}}}}}")],
+            [target(f"sum by ({fallback}) ({q.rate(fallbacks)})", f"{{{{{fallback}}}}}")],
             unit="cps",
             no_value="0",
         ),
-        g.timeseries(
+        timeseries_panel(
             "Throughput unavailable",
             "Job readings missing or invalid per second; such jobs keep their count.",
-            [g.target(f"sum({g.rate(unavailable)})", "missing")],
+            [target(f"sum({q.rate(unavailable)})", "missing")],
             unit="cps",
         ),
     ]
@@ -200,26 +487,26 @@ def scaling_decisions(m: EngineMetrics | None = None) -> JSON:
         f"sum by ({reason}) (increase({decisions}[$__rate_interval])) > 0 unless "
         f"sum by ({reason}) (increase({decisions}[$__rate_interval] offset $__rate_interval)) > 0"
     )
-    return g.dashboard(
+    return dashboard(
         uid="autoscaler-scaling-decisions",
         title="Elastic autoscaler: scaling decisions",
         description="What the engine decided for each elastic PyTorchJob, and why.",
         variables=[
-            g.query_variable("instance", "Engine", g.series(m.leader), g.INSTANCE),
-            g.query_variable(
-                "namespace", "Namespace", g.series(m.desired), LABEL_NAMESPACE, g.ON_INSTANCE
+            query_variable("instance", "Engine", q.series(m.leader), q.INSTANCE),
+            query_variable(
+                "namespace", "Namespace", q.series(m.desired), LABEL_NAMESPACE, q.ON_INSTANCE
             ),
-            g.query_variable(
+            query_variable(
                 "job",
                 "PyTorchJob",
-                g.series(m.desired),
+                q.series(m.desired),
                 LABEL_JOB,
-                g.ON_INSTANCE,
-                g.matches(LABEL_NAMESPACE, "namespace"),
+                q.ON_INSTANCE,
+                q.matches(LABEL_NAMESPACE, "namespace"),
             ),
         ],
         annotations=[
-            g.annotation(
+            annotation(
                 "Rescales",
                 f"changes({desired}[$__rate_interval]) > 0",
                 title=f"{job_legend} rescaled",
@@ -227,7 +514,7 @@ def scaling_decisions(m: EngineMetrics | None = None) -> JSON:
                 tags=[LABEL_NAMESPACE, LABEL_JOB],
                 color="blue",
             ),
-            g.annotation(
+            annotation(
                 "Decision reasons",
                 new_reason,
                 title=f"{{{{{reason}}}}}",
@@ -235,7 +522,7 @@ def scaling_decisions(m: EngineMetrics | None = None) -> JSON:
                 tags=[reason],
                 color="purple",
             ),
-            g.annotation(
+            annotation(
                 "Policy fallbacks",
                 f"sum by ({fallback}) (increase({fallbacks}[$__rate_interval])) > 0",
                 title=f"{{{{{fallback}}}}}",
@@ -251,85 +538,85 @@ def scaling_decisions(m: EngineMetrics | None = None) -> JSON:
 def operator_health(m: OperatorMetrics | None = None) -> JSON:
     """Is the operator keeping up: reconciles, errors, latency, its queue and its API calls."""
     m = m or operator_metrics()
-    on = g.ON_INSTANCE
-    result = g.label(m.reconciles, "result")
-    reconciles = g.select(g.series(m.reconciles), on)
-    errors = g.select(g.series(m.reconcile_errors), on)
-    depth = g.select(g.series(m.queue_depth), on)
-    panels = [
-        g.stat(
+    on = q.ON_INSTANCE
+    result = q.label(m.reconciles, "result")
+    reconciles = q.select(q.series(m.reconciles), on)
+    errors = q.select(q.series(m.reconcile_errors), on)
+    depth = q.select(q.series(m.queue_depth), on)
+    panels: list[timeseries.Panel | stat.Panel] = [
+        stat_panel(
             "Operator leader",
             "Which operator replica holds the lease (only the leader reconciles).",
-            [g.target(g.select(g.series(m.leader), on), "{{instance}}")],
+            [target(q.select(q.series(m.leader), on), "{{instance}}")],
             unit="none",
             width=6,
-            mappings=g.leader_mappings(),
+            mappings=leader_mappings(),
         ),
-        g.stat(
+        stat_panel(
             "Reconciles",
             "Reconcile passes per second.",
-            [g.target(f"sum({g.rate(reconciles)})", "reconciles")],
+            [target(f"sum({q.rate(reconciles)})", "reconciles")],
             unit="ops",
             width=6,
         ),
-        g.stat(
+        stat_panel(
             "Reconcile error ratio",
             "Share of reconcile passes that failed.",
-            [g.target(f"sum({g.rate(errors)}) / sum({g.rate(reconciles)})", "errors")],
+            [target(f"sum({q.rate(errors)}) / sum({q.rate(reconciles)})", "errors")],
             unit="percentunit",
             width=6,
             warn_from=0.05,
         ),
-        g.stat(
+        stat_panel(
             "Work-queue depth",
             "Jobs waiting to be reconciled.",
-            [g.target(f"sum({depth})", "depth")],
+            [target(f"sum({depth})", "depth")],
             unit="none",
             width=6,
             warn_from=100,
         ),
-        g.timeseries(
+        timeseries_panel(
             "Reconciles by result",
             "Reconcile passes per second, ok or error.",
-            [g.target(f"sum by ({result}) ({g.rate(reconciles)})", f"{{{{{result}}}}}")],
+            [target(f"sum by ({result}) ({q.rate(reconciles)})", f"{{{{{result}}}}}")],
             unit="ops",
         ),
-        g.timeseries(
+        timeseries_panel(
             "Reconcile errors",
             "Failed reconcile passes per second (each is retried with backoff).",
-            [g.target(f"sum({g.rate(errors)})", "errors")],
+            [target(f"sum({q.rate(errors)})", "errors")],
             unit="ops",
         ),
-        g.timeseries(
+        timeseries_panel(
             "Reconcile duration",
             "Time of one reconcile pass, its writes included: quantiles.",
-            g.quantiles(m.reconcile_seconds, on),
+            quantile_targets(m.reconcile_seconds, on),
             unit="s",
         ),
-        g.timeseries(
+        timeseries_panel(
             "Work-queue depth by replica",
             "Jobs waiting to be reconciled, per operator replica.",
-            [g.target(depth, "{{instance}}")],
+            [target(depth, "{{instance}}")],
             unit="none",
             decimals=0,
         ),
-        g.timeseries(
+        timeseries_panel(
             "API server requests and writes",
             "Requests the operator sends to the API server per second, and the writes among "
             "them (both are running totals).",
             [
-                g.target(f"sum({g.rate(g.select(g.series(m.api_requests), on))})", "requests"),
-                g.target(f"sum({g.rate(g.select(g.series(m.api_writes), on))})", "writes"),
+                target(f"sum({q.rate(q.select(q.series(m.api_requests), on))})", "requests"),
+                target(f"sum({q.rate(q.select(q.series(m.api_writes), on))})", "writes"),
             ],
             unit="reqps",
-            width=g.WIDTH,
+            width=WIDTH,
         ),
     ]
-    return g.dashboard(
+    return dashboard(
         uid="autoscaler-operator-health",
         title="Elastic autoscaler: operator health",
         description="Whether the PyTorchJob operator keeps up with its jobs.",
-        variables=[g.query_variable("instance", "Operator", g.series(m.leader), g.INSTANCE)],
+        variables=[query_variable("instance", "Operator", q.series(m.leader), q.INSTANCE)],
         annotations=[],
         panels=panels,
     )

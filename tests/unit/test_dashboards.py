@@ -1,6 +1,7 @@
-"""The Grafana dashboards: deploy/grafana is what the code generates, and every query names only
-series the engine, the operator and the training pods export (tests/integration/test_dashboards.py
-runs them against a real Prometheus)."""
+"""The Grafana dashboards: deploy/grafana is what the code generates, grafana-foundation-sdk's
+dashboard model reads every field of it back, and every query names only series the engine, the
+operator and the training pods export (tests/integration/test_dashboards.py runs them against a
+real Prometheus)."""
 
 import dataclasses
 import json
@@ -10,6 +11,10 @@ from typing import Any
 
 import pytest
 import yaml
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.cog.plugins import register_default_plugins
+from grafana_foundation_sdk.models import prometheus, stat, timeseries
+from grafana_foundation_sdk.models.dashboard import Dashboard, Panel
 from prometheus_client import CollectorRegistry, Counter
 
 from autoscaler import metrics_contract as contract
@@ -71,6 +76,70 @@ def test_the_configmaps_embed_the_dashboards_for_the_sidecar() -> None:
         assert json.loads(configmap["data"][f"{name}.json"]) == board
     kustomization = yaml.safe_load((GRAFANA / "kustomization.yaml").read_text())
     assert kustomization["resources"] == ["dashboards.yaml"]
+
+
+def read_back(board: dict[str, Any]) -> tuple[Dashboard, dict[str, Any]]:
+    """The SDK's Dashboard model of `board`, and the JSON that model writes.
+
+    With the SDK's panel and query plugins registered, from_json reads each panel's options and
+    field config into the typed models of its panel type and each target into the model of its
+    data source's queries; a key none of these models has is dropped, a missing one gets its
+    default: the JSON written back differs from `board` wherever the schema disagrees."""
+    register_default_plugins()
+    model = Dashboard.from_json(board)
+    return model, json.loads(json.dumps(model, cls=JSONEncoder))
+
+
+def without_prometheus_annotation_options(board: dict[str, Any]) -> dict[str, Any]:
+    """`board` less the annotation fields Grafana's Prometheus data source reads but the SDK's
+    schema lacks (and so cannot read back)."""
+    options = dashboards.PROMETHEUS_ANNOTATION_OPTIONS
+    annotations = [
+        {key: value for key, value in a.items() if key not in options}
+        for a in board["annotations"]["list"]
+    ]
+    return {**board, "annotations": {**board["annotations"], "list": annotations}}
+
+
+@pytest.mark.parametrize("name", BOARDS)
+def test_the_sdks_dashboard_model_reads_back_every_field(name: str) -> None:
+    """grafana-foundation-sdk ships no JSON schema or validator: its strongest check is that its
+    typed models read the committed dashboard and write back exactly the same JSON."""
+    committed = json.loads((GRAFANA / f"{name}.json").read_text())
+    model, written = read_back(committed)
+    assert written == without_prometheus_annotation_options(committed)
+    panels = [p for p in model.panels or [] if isinstance(p, Panel)]
+    assert len(panels) == len(committed["panels"])
+    for panel in panels:  # read into the typed models, not kept as raw JSON
+        typed = {"timeseries": timeseries.Options, "stat": stat.Options}[panel.type_val]
+        assert isinstance(panel.options, typed), panel.title
+        targets = panel.targets or []
+        assert targets, panel.title
+        # not the SDK's UnknownDataquery bag, which keeps any JSON as it is
+        assert all(isinstance(t, prometheus.Dataquery) for t in targets), panel.title
+    options = dashboards.PROMETHEUS_ANNOTATION_OPTIONS
+    with_options = [a for a in committed["annotations"]["list"] if "expr" in a]
+    assert all(set(options) <= set(a) for a in with_options)
+
+
+@pytest.mark.parametrize(
+    ("where", "field"),
+    [
+        (("panels", 0, "targets", 0), "legendFromat"),  # misspelt
+        (("panels", 0, "options"), "unit"),  # misplaced: a field option
+        (("templating", "list", 1), "allValues"),
+    ],
+)
+def test_the_sdk_read_back_catches_a_field_the_schema_lacks(
+    where: tuple[str | int, ...], field: str
+) -> None:
+    board = json.loads(json.dumps(BOARDS["operator-health"]))
+    node = board
+    for key in where:
+        node = node[key]
+    node[field] = "x"
+    _, written = read_back(board)
+    assert written != without_prometheus_annotation_options(board)
 
 
 @pytest.mark.parametrize("name", BOARDS)
