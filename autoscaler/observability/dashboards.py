@@ -611,6 +611,17 @@ def operator_health(m: OperatorMetrics | None = None) -> JSON:
             unit="reqps",
             width=WIDTH,
         ),
+        timeseries_panel(
+            "Jobs created, finished, restarted and deleted",
+            "Upstream's job counters (training_operator_jobs_*_total), per minute. A counter "
+            "has no series before its first event, shown as 0 rather than as no data.",
+            [
+                target(f"sum({q.rate(q.select(q.series(counter), on))}) * 60 or vector(0)", what)
+                for what, counter in m.jobs.items()
+            ],
+            unit="none",
+            width=WIDTH,
+        ),
     ]
     return dashboard(
         uid="autoscaler-operator-health",

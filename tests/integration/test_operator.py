@@ -2,13 +2,16 @@
 never tested. Pod phases are driven by the test (no kubelet), as upstream's envtest does."""
 
 import copy
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
 from autoscaler.api import coordinates as c
-from autoscaler.controller.runner import Operator
+from autoscaler.clients.kube import Kube, api_client
+from autoscaler.controller.runner import Operator, OperatorConfig
 from tests.support.jobs import upstream_job
 from tests.support.polling import wait_for
 
@@ -537,3 +540,95 @@ def test_successful_writes_are_recorded_as_events(cluster: Cluster) -> None:
         lambda: {"SuccessfulCreatePod", "SuccessfulCreateService"} <= set(cluster.events("noted")),
         what="events",
     )
+
+
+# -- upstream's Events, counters and flags --------------------------------------------------------
+
+
+def counted(operator: Operator, what: str, namespace: str) -> float:
+    """An upstream job counter's value for the namespace (0 before its first event)."""
+    value = operator.metrics.registry.get_sample_value(
+        f"training_operator_jobs_{what}_total",
+        {"job_namespace": namespace, "framework": "pytorch"},
+    )
+    return value or 0.0
+
+
+def reasons(cluster: Cluster, name: str) -> list[str]:
+    return cluster.events(name)
+
+
+def test_a_non_retryable_exit_is_reported_as_upstream_does_and_counted_once(
+    cluster: Cluster, operator: Operator
+) -> None:
+    """ExitedWithCode once although the job is resynced every second, the Warning
+    PyTorchJobFailed, and upstream's counters: one job created, one failed."""
+    job = elastic_job("exit-one", replicas=2)
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = "ExitCode"
+    cluster.start_running(job)
+    assert counted(operator, "created", cluster.ns) == 1
+    cluster.set_phase("exit-one-worker-1", "Failed", **failed_with(1))
+    cluster.wait_condition("exit-one", ("Failed", "True"))
+    wait_for(lambda: "PyTorchJobFailed" in reasons(cluster, "exit-one"), what="PyTorchJobFailed")
+    passes = operator.metrics.reconciles.labels(result="ok")._value.get()
+    wait_for(
+        lambda: operator.metrics.reconciles.labels(result="ok")._value.get() > passes + 3,
+        what="three more passes",
+    )
+    assert reasons(cluster, "exit-one").count("ExitedWithCode") == 1
+    assert counted(operator, "failed", cluster.ns) == 1
+    assert counted(operator, "successful", cluster.ns) == 0
+
+
+def test_a_container_that_cannot_start_gets_one_warning(cluster: Cluster) -> None:
+    cluster.create(elastic_job("no-image", replicas=1))
+    cluster.wait_pods("no-image", {"no-image-worker-0"})
+    waiting = {
+        "name": "pytorch",
+        "image": "registry.invalid/x",
+        "imageID": "",
+        "ready": False,
+        "restartCount": 0,
+        "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}},
+    }
+    cluster.set_phase("no-image-worker-0", "Pending", containerStatuses=[waiting])
+    wait_for(lambda: "ImagePullBackOff" in reasons(cluster, "no-image"), what="a Warning")
+    listing = cluster.core.list_namespaced_event(
+        cluster.ns, field_selector="involvedObject.name=no-image,reason=ImagePullBackOff"
+    )
+    assert [(e.type, e.message) for e in listing.items] == [
+        (
+            "Warning",
+            f"Pod: {cluster.ns}.no-image-worker-0 container pytorch is waiting: "
+            "Back-off pulling image",
+        )
+    ]
+
+
+def test_an_operator_for_one_namespace_sees_only_its_jobs(
+    cluster: Cluster, operator_kubeconfig: Path
+) -> None:
+    """Upstream's `--namespace`: lists and watches of jobs, pods, services and HPAs are scoped."""
+    other = f"{cluster.ns}-other"
+    cluster.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=other)))
+    try:
+        cluster.create(elastic_job("mine", replicas=1))
+        theirs = Cluster(cluster.api, other)
+        theirs.create(elastic_job("theirs", replicas=1))
+        theirs.wait_pods("theirs", {"theirs-worker-0"})  # made by the session's operator
+        kube = Kube(api_client(kubeconfig=str(operator_kubeconfig)))
+        scoped = Operator(kube, config=OperatorConfig(namespace=cluster.ns, watch_timeout=5))
+        stop = threading.Event()
+        thread = threading.Thread(target=scoped.run, args=(stop,), daemon=True)
+        thread.start()
+        try:
+            wait_for(scoped.healthy, what="the scoped operator's caches")
+            wait_for(scoped.pods.items, what="the scoped operator to see a pod")
+            assert {obj["metadata"]["namespace"] for obj in scoped.jobs.items()} == {cluster.ns}
+            assert {obj["metadata"]["namespace"] for obj in scoped.pods.items()} == {cluster.ns}
+        finally:
+            stop.set()
+            thread.join(timeout=30)
+            kube.api.close()
+    finally:
+        cluster.core.delete_namespace(other)

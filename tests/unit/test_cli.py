@@ -108,3 +108,61 @@ def test_standard_library_operator_is_not_shadowed_from_the_repo_root() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True
     )
     assert Path(result.stdout.strip()).parent == Path(sysconfig.get_paths()["stdlib"])
+
+
+def master_worker_file(tmp_path: Path) -> Path:
+    job = yaml.safe_load((UPSTREAM / "echo.yaml").read_text())
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
+    job["spec"]["pytorchReplicaSpecs"]["Master"] = {**worker, "replicas": 1}
+    job["spec"].pop("elasticPolicy", None)
+    path = tmp_path / "master-worker.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return path
+
+
+def test_render_shows_what_the_init_container_flags_produce(tmp_path: Path) -> None:
+    template = tmp_path / "init.yaml"
+    template.write_text(
+        "- name: wait\n  image: {{.InitContainerImage}}\n  args: ['{{.MasterAddr}}']\n"
+    )
+    result = run(
+        "render",
+        "-f",
+        str(master_worker_file(tmp_path)),
+        "--pytorch-init-container-image=mirror.local/busybox:1.36",
+        "--pytorch-init-container-template-file",
+        str(template),
+    )
+    assert result.returncode == 0, result.stderr
+    workers = [
+        obj
+        for obj in yaml.safe_load_all(result.stdout)
+        if obj["kind"] == "Pod" and "-worker-" in obj["metadata"]["name"]
+    ]
+    assert workers
+    for pod in workers:
+        assert pod["spec"]["initContainers"] == [
+            {"name": "wait", "image": "mirror.local/busybox:1.36", "args": ["elastic-example-echo-master-0"]}
+        ]
+
+
+@pytest.mark.parametrize(
+    ("flags", "error"),
+    [
+        (
+            ["--pytorch-init-container-template-file", "missing.yaml"],
+            "--pytorch-init-container-template-file: [Errno 2]",
+        ),
+        (
+            ["--pytorch-init-container-max-tries", "0"],
+            "init container max tries must be at least 1, not 0",
+        ),
+    ],
+)
+def test_settings_the_operator_cannot_use_exit_2(
+    tmp_path: Path, flags: list[str], error: str
+) -> None:
+    result = run("render", "-f", str(master_worker_file(tmp_path)), *flags, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: {error}"), result.stderr
+    assert "Traceback" not in result.stderr

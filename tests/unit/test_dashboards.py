@@ -24,7 +24,7 @@ from autoscaler.observability.metrics import operator_metrics
 
 GRAFANA = Path(__file__).resolve().parents[2] / "deploy" / "grafana"
 BOARDS = {name: build() for name, build in dashboards.DASHBOARDS.items()}
-SERIES = re.compile(r"\b(autoscaler_\w+)(?=\{|\[|\)|,| |$)")
+SERIES = re.compile(r"\b((?:autoscaler|training_operator)_\w+)(?=\{|\[|\)|,| |$)")
 
 
 def exported() -> dict[str, set[str]]:

@@ -7,7 +7,7 @@ import pytest
 
 from autoscaler.api import PyTorchJob, default_job
 from autoscaler.controller.builders import desired_hpa
-from autoscaler.controller.reconcile import Observed, Plan, plan
+from autoscaler.controller.reconcile import Event, Observed, Plan, lifecycle, plan
 from autoscaler.controller.status import is_subset
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -368,3 +368,137 @@ def test_template_restart_policy_is_overwritten_with_a_warning() -> None:
         "SetPodTemplateRestartPolicy",
         "SetPodTemplateRestartPolicy",
     ]
+
+
+# -- upstream's Events, counters and comparisons ------------------------------------------------
+
+
+def terminated_status(code: int, *, container: str = "pytorch", run: str = "docker://a") -> JSON:
+    state = {"terminated": {"exitCode": code, "containerID": run}}
+    return {"containerStatuses": [{"name": container, "state": state, "restartCount": 0}]}
+
+
+def waiting_status(reason: str, *, restarts: int = 0, container: str = "pytorch") -> JSON:
+    state = {"waiting": {"reason": reason, "message": f"{reason} for img"}}
+    return {"containerStatuses": [{"name": container, "state": state, "restartCount": restarts}]}
+
+
+def events_of(result: Plan) -> list[tuple[str, str, str | None]]:
+    return [(e.type, e.reason, e.once) for e in result.events]
+
+
+@pytest.mark.parametrize(
+    ("phase", "status", "expected"),
+    [
+        # upstream's ExitedWithCode: every terminated `pytorch` container, whatever the phase
+        (
+            "Succeeded",
+            terminated_status(0),
+            [("Normal", "ExitedWithCode", "p1/pytorch/docker://a")],
+        ),
+        ("Running", terminated_status(1), [("Normal", "ExitedWithCode", "p1/pytorch/docker://a")]),
+        ("Running", terminated_status(0, container="sidecar"), []),  # not the training container
+        (
+            "Running",
+            waiting_status("ImagePullBackOff"),
+            [("Warning", "ImagePullBackOff", "p1/pytorch/ImagePullBackOff/0")],
+        ),
+        (
+            "Running",
+            waiting_status("CrashLoopBackOff", restarts=3),
+            [("Warning", "CrashLoopBackOff", "p1/pytorch/CrashLoopBackOff/3")],
+        ),
+        (
+            "Pending",
+            waiting_status("CreateContainerConfigError", container="init"),
+            [("Warning", "CreateContainerConfigError", "p1/init/CreateContainerConfigError/0")],
+        ),
+        ("Pending", waiting_status("ContainerCreating"), []),  # on its way: nothing to report
+    ],
+)
+def test_container_events(phase: str, status: JSON, expected: list[tuple[str, str, str]]) -> None:
+    observed = Observed(
+        pods=[pod(0), pod(1, phase, status=status, uid="p1")], services=[service(0), service(1)]
+    )
+    result = plan(steady(job(replicas=2, restart="Never"), running(2)), observed, now=NOW)
+    container = [e for e in events_of(result) if e[1] not in ("PyTorchJobFailed",)]
+    assert container == expected
+
+
+def test_exited_with_code_names_the_pod_and_the_code() -> None:
+    observed = Observed(
+        pods=[pod(0, "Succeeded", status=terminated_status(3), uid="p0")], services=[service(0)]
+    )
+    result = plan(steady(job(replicas=1), running(1)), observed, now=NOW)
+    exited = [e for e in result.events if e.reason == "ExitedWithCode"]
+    assert [e.message for e in exited] == ["Pod: None.j-worker-0 exited with code 3"]
+
+
+def test_a_non_retryable_exit_fails_the_job_with_upstreams_warning() -> None:
+    observed = Observed(
+        pods=[pod(0), pod(1, "Failed", status=terminated_status(1), uid="p1")],
+        services=[service(0), service(1)],
+    )
+    result = plan(steady(job(restart="ExitCode"), running(2)), observed, now=NOW)
+    failed = [e for e in result.events if e.reason == "PyTorchJobFailed"]
+    assert [(e.type, e.message) for e in failed] == [
+        ("Warning", 'job "j" is failing because "Worker" replica(s) failed.')
+    ]
+    assert "failed" in result.lifecycle
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "restarts", "expected"),
+    [
+        ([], ["Created"], 0, ["created"]),
+        (["Created"], ["Created", "Running"], 0, []),
+        (["Created", "Running"], ["Created", "Succeeded"], 0, ["successful"]),
+        (["Created", "Running"], ["Created", "Failed"], 0, ["failed"]),
+        (["Created", "Failed"], ["Created", "Failed"], 0, []),  # already counted
+        (["Created", "Running"], ["Created", "Restarting"], 2, ["restarted", "restarted"]),
+    ],
+)
+def test_upstream_job_counters_move_on_transitions(
+    before: list[str], after: list[str], restarts: int, expected: list[str]
+) -> None:
+    restart = Event("Warning", "PyTorchJobRestarting", "restarting")
+    assert (
+        lifecycle(
+            [condition(t) for t in before], [condition(t) for t in after], [restart] * restarts
+        )
+        == expected
+    )
+
+
+def test_a_new_job_counts_as_created_once() -> None:
+    first = plan(job(), Observed(), now=NOW)
+    assert first.lifecycle == ["created"]
+    again = plan({**job(), "status": first.status}, Observed(), now=NOW)
+    assert again.lifecycle == []
+
+
+@pytest.mark.parametrize(
+    ("desired", "stored", "rewritten"),
+    [
+        ("1000m", "1", False),  # the API server's canonical form of the same quantity
+        ("0.5", "500m", False),
+        ("300m", "0.3", False),
+        ("1", "2", True),
+    ],
+)
+def test_hpa_targets_are_compared_by_value(desired: str, stored: str, rewritten: bool) -> None:
+    metric = {
+        "type": "External",
+        "external": {
+            "metric": {"name": "m"},
+            "target": {"type": "AverageValue", "averageValue": desired},
+        },
+    }
+    elastic = {"minReplicas": 1, "maxReplicas": 4, "metrics": [metric]}
+    j = job(elastic=elastic)
+    hpa = desired_hpa(default_job(PyTorchJob.model_validate(j)))
+    assert hpa is not None
+    hpa["spec"]["metrics"][0]["external"]["target"]["averageValue"] = stored
+    hpa["metadata"]["ownerReferences"][0]["uid"] = UID
+    result = plan(steady(j, running(2, hpa=hpa)), running(2, hpa=hpa), now=NOW)
+    assert bool(result.update) is rewritten
