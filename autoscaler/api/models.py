@@ -53,8 +53,8 @@ class Model(BaseModel):
 
 
 class RDZVConf(Model):
-    key: str | None = None
-    value: str | None = None
+    key: str | None = Field(default=None, json_schema_extra={"maxLength": 256})
+    value: str | None = Field(default=None, json_schema_extra={"maxLength": 4096})
 
 
 class ElasticPolicy(Model):
@@ -64,7 +64,8 @@ class ElasticPolicy(Model):
     rdzv_port: int | None = int32(minimum=1, maximum=65535)
     rdzv_host: str | None = None
     rdzv_id: str | None = None
-    rdzv_conf: list[RDZVConf] | None = None
+    # maxItems bounds the CEL rule that judges every entry (the API server's cost estimate).
+    rdzv_conf: list[RDZVConf] | None = Field(default=None, json_schema_extra={"maxItems": 64})
     standalone: bool | None = None
     n_proc_per_node: int | None = int32(
         description="Deprecated: use spec.nprocPerNode. Rejected together with it."
@@ -115,9 +116,9 @@ class PyTorchJobSpec(Model):
     pytorch_replica_specs: dict[str, ReplicaSpec] = Field(
         json_schema_extra={"minProperties": 1, "maxProperties": len(c.REPLICA_TYPES)}
     )
-    nproc_per_node: str | None = Field(
-        default=None, json_schema_extra={"pattern": r"^(auto|cpu|gpu|[1-9][0-9]*)$"}
-    )
+    # Judged by a CEL rule that names the forms torchrun accepts (a pattern's message would only
+    # print the regex); maxLength bounds its cost.
+    nproc_per_node: str | None = Field(default=None, json_schema_extra={"maxLength": 63})
 
 
 class ReplicaStatus(Model):

@@ -115,6 +115,33 @@ def _nproc_twin(spec: JSON, _: Any) -> str | None:
     return None
 
 
+# torchrun's `--nproc-per-node` (torch 2.15, `torch/distributed/run.py`,
+# `determine_local_world_size`): an integer, or `cpu`, `gpu`, `xpu`, `auto`, or the name of a
+# registered accelerator backend (PyTorch's "privateuse1" backends, e.g. `npu`, `hpu`). A name is
+# only checked against the node's devices when torchrun starts; the form is checked here.
+NPROC_PER_NODE = "^([1-9][0-9]*|[a-z][a-z0-9_]*)$"
+NPROC_FORMS = "a positive integer, auto, cpu, gpu, xpu or an accelerator backend name"
+
+
+def _nproc_form_twin(spec: JSON, _: Any) -> str | None:
+    value = spec.get("nprocPerNode")
+    if value is None or re.fullmatch(NPROC_PER_NODE, value):
+        return None
+    return f'nprocPerNode "{value}" is not a form torchrun accepts: {NPROC_FORMS}'
+
+
+def _rdzv_conf_twin(policy: JSON, _: Any) -> str | None:
+    entries = policy.get("rdzvConf") or []
+    if all(entry.get("key") and entry.get("value") for entry in entries):
+        return None
+    return RDZV_CONF_MESSAGE
+
+
+RDZV_CONF_MESSAGE = (
+    "every rdzvConf entry needs a non-empty key and value: torchrun reads them as key=value pairs"
+)
+
+
 def _min_max_twin(policy: JSON, _: Any) -> str | None:
     low, high = policy.get("minReplicas"), policy.get("maxReplicas")
     if low is None or high is None or low <= high:
@@ -253,6 +280,24 @@ RULES: tuple[Rule, ...] = (
         field_path=".elasticPolicy.nProcPerNode",
         reason="FieldValueForbidden",
         twin=_nproc_twin,
+    ),
+    Rule(
+        at=("spec",),
+        rule=f"!has(self.nprocPerNode) || self.nprocPerNode.matches('{NPROC_PER_NODE}')",
+        message_expression=(
+            f"'nprocPerNode \"%s\" is not a form torchrun accepts: {NPROC_FORMS}'"
+            ".format([self.nprocPerNode])"
+        ),
+        field_path=".nprocPerNode",
+        twin=_nproc_form_twin,
+    ),
+    Rule(
+        at=("spec", "elasticPolicy"),
+        rule="!has(self.rdzvConf) || self.rdzvConf.all(e, has(e.key) && e.key != '' && "
+        "has(e.value) && e.value != '')",
+        message_expression=f"'{RDZV_CONF_MESSAGE}'",
+        field_path=".rdzvConf",
+        twin=_rdzv_conf_twin,
     ),
     Rule(
         at=("spec", "elasticPolicy"),

@@ -13,9 +13,11 @@ from tests.integration.conftest import established
 from tests.support.jobs import (
     INVALID,
     INVALID_UPDATES,
+    TORCHRUN_NPROC_FORMS,
     UPSTREAM,
     UPSTREAM_JOBS,
     Invalid,
+    echo_with_nproc,
     queued_echo,
     upstream_job,
 )
@@ -95,6 +97,14 @@ def test_etcd_backend_example_objects_are_accepted(
             core.create_namespaced_service(namespace, document)
     stored = create(jobs, namespace, upstream_job("etcd-job.yaml"))
     assert stored["spec"]["elasticPolicy"]["rdzvHost"] == "etcd-client"
+
+
+@pytest.mark.parametrize("value", TORCHRUN_NPROC_FORMS)
+def test_every_nproc_form_torchrun_accepts_is_accepted(
+    jobs: client.CustomObjectsApi, namespace: str, value: str
+) -> None:
+    stored = create(jobs, namespace, echo_with_nproc(value))
+    assert stored["spec"]["nprocPerNode"] == value
 
 
 @pytest.mark.parametrize("case", INVALID, ids=lambda case: case.id)

@@ -201,9 +201,31 @@ INVALID = [
     ),
     Invalid(
         "nproc-per-node-garbage",
-        echo_with(lambda j: spec(j).update(nprocPerNode="many")),
+        echo_with(lambda j: spec(j).update(nprocPerNode="4 gpus")),
         "spec.nprocPerNode",
-        "Invalid value: \"many\": spec.nprocPerNode in body should match '^(auto|cpu|gpu|[1-9][0-9]*)$'",
+        'Invalid value: nprocPerNode "4 gpus" is not a form torchrun accepts: a positive integer, '
+        "auto, cpu, gpu, xpu or an accelerator backend name",
+    ),
+    Invalid(
+        "nproc-per-node-zero",
+        echo_with(lambda j: spec(j).update(nprocPerNode="0")),
+        "spec.nprocPerNode",
+        'Invalid value: nprocPerNode "0" is not a form torchrun accepts: a positive integer, '
+        "auto, cpu, gpu, xpu or an accelerator backend name",
+    ),
+    Invalid(
+        "rdzv-conf-empty-key",
+        echo_with(lambda j: elastic(j).update(rdzvConf=[{"key": "", "value": "3"}])),
+        "spec.elasticPolicy.rdzvConf",
+        "Invalid value: every rdzvConf entry needs a non-empty key and value: torchrun reads them "
+        "as key=value pairs",
+    ),
+    Invalid(
+        "rdzv-conf-no-value",
+        echo_with(lambda j: elastic(j).update(rdzvConf=[{"key": "timeout"}])),
+        "spec.elasticPolicy.rdzvConf",
+        "Invalid value: every rdzvConf entry needs a non-empty key and value: torchrun reads them "
+        "as key=value pairs",
     ),
     Invalid(
         "clean-pod-policy-unknown",
@@ -269,3 +291,12 @@ INVALID_UPDATES: list[tuple[str, Callable[[JSON], object], str, str]] = [
         'Invalid value: "other": spec.runPolicy.schedulingPolicy.queue is immutable',
     ),
 ]
+
+
+# Forms torchrun's `--nproc-per-node` accepts (torch 2.15 `determine_local_world_size`): accepted
+# at apply as upstream accepts them; `npu` stands for any registered accelerator backend name.
+TORCHRUN_NPROC_FORMS = ("auto", "cpu", "gpu", "xpu", "npu", "8")
+
+
+def echo_with_nproc(value: str) -> JSON:
+    return echo_with(lambda j: spec(j).update(nprocPerNode=value))

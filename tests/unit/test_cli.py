@@ -142,7 +142,11 @@ def test_render_shows_what_the_init_container_flags_produce(tmp_path: Path) -> N
     assert workers
     for pod in workers:
         assert pod["spec"]["initContainers"] == [
-            {"name": "wait", "image": "mirror.local/busybox:1.36", "args": ["elastic-example-echo-master-0"]}
+            {
+                "name": "wait",
+                "image": "mirror.local/busybox:1.36",
+                "args": ["elastic-example-echo-master-0"],
+            }
         ]
 
 

@@ -11,8 +11,10 @@ from autoscaler.api.validation import validate
 from tests.support.jobs import (
     INVALID,
     INVALID_UPDATES,
+    TORCHRUN_NPROC_FORMS,
     UPSTREAM_JOBS,
     Invalid,
+    echo_with_nproc,
     queued_echo,
     upstream_job,
 )
@@ -21,6 +23,11 @@ from tests.support.jobs import (
 @pytest.mark.parametrize("name", UPSTREAM_JOBS)
 def test_upstream_examples_are_valid(name: str) -> None:
     assert validate(upstream_job(name)) == []
+
+
+@pytest.mark.parametrize("value", TORCHRUN_NPROC_FORMS)
+def test_every_nproc_form_torchrun_accepts_is_valid(value: str) -> None:
+    assert validate(echo_with_nproc(value)) == []
 
 
 @pytest.mark.parametrize("case", INVALID, ids=lambda case: case.id)
