@@ -26,7 +26,7 @@ system-deps: ## install the Debian packages the tests need (Prometheus), if miss
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus; }
 
-testenv: ## build kube-apiserver, kube-controller-manager and etcd (cached outside the repo)
+testenv: ## build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and etcd (cached outside the repo)
 	testenv/build.sh
 
 training-env: ## install PyTorch for the training scenarios' pods (cached outside the repo)

@@ -9,7 +9,7 @@ KMOD=$(go mod download -json k8s.io/kubernetes@$K8S | python3 -c 'import json,sy
 for m in $(awk '$2=="=>" && $3 ~ /^\.\/staging\/src\// {print $1}' "$KMOD"); do go mod edit -replace="$m=$m@$STG"; done
 ETCD=$(awk '$1=="go.etcd.io/etcd/server/v3"{print $2}' "$KMOD")
 GODEBUG_LINE=$(grep -E '^godebug' "$KMOD" || true)
-go get -tool k8s.io/kubernetes/cmd/kube-apiserver@$K8S k8s.io/kubernetes/cmd/kube-controller-manager@$K8S
+go get -tool k8s.io/kubernetes/cmd/kube-apiserver@$K8S k8s.io/kubernetes/cmd/kube-controller-manager@$K8S k8s.io/kubernetes/cmd/kubectl@$K8S
 go get -tool go.etcd.io/etcd/server/v3@$ETCD
 if [ -n "$GODEBUG_LINE" ]; then echo "$GODEBUG_LINE" >> go.mod; fi
 go mod tidy

@@ -41,7 +41,8 @@ POLL = 0.1
 
 
 def binaries_dir(*, build_timeout: float = 3600.0) -> Path:
-    """The directory holding kube-apiserver, kube-controller-manager, kube-scheduler and etcd.
+    """The directory holding kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
+    and etcd.
 
     Runs testenv/build.sh, which only builds on a cache miss and prints the directory last.
     AUTOSCALER_TESTENV_BIN overrides the lookup entirely.
@@ -68,7 +69,7 @@ def binaries_dir(*, build_timeout: float = 3600.0) -> Path:
         found = Path(lines[-1])
     missing = [
         n
-        for n in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd")
+        for n in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd")
         if not (found / n).is_file()
     ]
     if missing:
