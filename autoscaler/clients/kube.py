@@ -15,6 +15,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from autoscaler.api import coordinates as c
+from autoscaler.clients.kubeconfig import DEFAULT_KUBECONFIG, client_from_kubeconfig
 
 JSON = dict[str, Any]
 REQUEST_TIMEOUT = 30.0
@@ -63,11 +64,11 @@ BY_KIND = {
 }
 
 
-def api_client(*, kubeconfig: str | None = None) -> client.ApiClient:
-    """From a kubeconfig file, else the in-cluster service account."""
-    if kubeconfig:
-        api: client.ApiClient = config.new_client_from_config(config_file=kubeconfig)
-        return api
+def api_client(*, kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
+    """From a kubeconfig file (`context`, else its current one), else the in-cluster service
+    account. A context without a file reads ~/.kube/config, as kubectl would."""
+    if kubeconfig or context:
+        return client_from_kubeconfig(kubeconfig or DEFAULT_KUBECONFIG, context)
     config.load_incluster_config()
     return client.ApiClient()
 
