@@ -21,11 +21,13 @@ from autoscaler.cli.explain_command import UnknownJobError, add_explain_command
 from autoscaler.cli.operator_command import add_operator_command
 from autoscaler.cli.pod_settings import SettingsError, add_pod_arguments, pod_settings
 from autoscaler.cli.simulate_command import add_simulate_command
+from autoscaler.clients.kubeconfig import KubeconfigError
 from autoscaler.controller.builders import desired_objects
 from autoscaler.policies.registry import PolicyError
 
 USAGE_ERROR = 2
 DEMO_JOB = "elastic-resnet.yaml"
+DEFAULT_NAMESPACE = "default"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,6 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         PolicyError,
         UnknownJobError,
         SettingsError,
+        KubeconfigError,
         OSError,
         yaml.YAMLError,
     ) as error:
@@ -66,6 +69,9 @@ def parser() -> argparse.ArgumentParser:
         sub.set_defaults(command=handler)
         if name == "render":
             add_pod_arguments(sub)
+            sub.add_argument(
+                "-n", "--namespace", default=DEFAULT_NAMESPACE, help="for jobs that name none"
+            )
     add_operator_command(commands)
     add_engine_commands(commands)
     add_explain_command(commands)
@@ -90,17 +96,21 @@ def validate_files(args: argparse.Namespace) -> int:
 def render_files(args: argparse.Namespace) -> int:
     jobs, settings = valid_jobs(args.filename), pod_settings(args)
     objects = [
-        obj for job in jobs for obj in desired_objects(operator_view(job), settings=settings)
+        obj
+        for job in jobs
+        for obj in desired_objects(operator_view(job, namespace=args.namespace), settings=settings)
     ]
     sys.stdout.write(dump(objects, output=args.output))
     return 0
 
 
-def operator_view(job: dict[str, Any]) -> PyTorchJob:
-    """The job as the operator reads it from the API server: defaulted, in a namespace."""
+def operator_view(job: dict[str, Any], *, namespace: str = DEFAULT_NAMESPACE) -> PyTorchJob:
+    """The job as the operator reads it from the API server: defaulted, in its own namespace,
+    else in `namespace` (where `kubectl apply -n` would create it)."""
     parsed = default_job(PyTorchJob.model_validate(job))
-    namespace = parsed.metadata.namespace or "default"
-    metadata = parsed.metadata.model_copy(update={"namespace": namespace})
+    metadata = parsed.metadata.model_copy(
+        update={"namespace": parsed.metadata.namespace or namespace}
+    )
     return parsed.model_copy(update={"metadata": metadata})
 
 

@@ -2,9 +2,12 @@
 
 import argparse
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from autoscaler.clients.kube import HPAS, JOBS, Kube, NotFoundError, api_client
 from autoscaler.engine.config import load_config
@@ -23,9 +26,14 @@ def add_explain_command(commands: Any) -> None:
         "explain", help="why a job has its worker count: owner, data, decisions"
     )
     sub.add_argument("job", metavar="NAMESPACE/NAME")
-    sub.add_argument("--kubeconfig", help="default: $KUBECONFIG, else in-cluster")
+    sub.add_argument(
+        "--kubeconfig",
+        default=os.environ.get("KUBECONFIG"),
+        help="default: $KUBECONFIG, else in-cluster",
+    )
+    sub.add_argument("--context", help="the kubeconfig context (default: its current one)")
     sub.add_argument("--config", type=Path, help="the engine's config (for its throughput model)")
-    sub.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    sub.add_argument("-o", "--output", choices=["text", "json", "yaml"], default="text")
     sub.set_defaults(command=run_explain)
 
 
@@ -33,7 +41,7 @@ def run_explain(args: argparse.Namespace) -> int:
     namespace, _, name = args.job.rpartition("/")
     if not namespace or not name:
         raise UnknownJobError(f"expected NAMESPACE/NAME, got {args.job!r}")
-    kube = Kube(api_client(kubeconfig=args.kubeconfig))
+    kube = Kube(api_client(kubeconfig=args.kubeconfig, context=args.context))
     try:
         obj = kube.get(JOBS, namespace, name)
     except NotFoundError:
@@ -45,8 +53,16 @@ def run_explain(args: argparse.Namespace) -> int:
     finally:
         kube.close()
     report = explain(obj, hpa=hpa, now=datetime.now(UTC), model=_model(args.config))
-    print(json.dumps(report, indent=2) if args.output == "json" else render(report))
+    print(formatted(report, args.output))
     return 0
+
+
+def formatted(report: dict[str, Any], output: str) -> str:
+    if output == "json":
+        return json.dumps(report, indent=2)
+    if output == "yaml":  # through JSON first: safe_dump refuses numpy floats, JSON takes them
+        return yaml.safe_dump(json.loads(json.dumps(report)), sort_keys=False).rstrip("\n")
+    return render(report)
 
 
 def _model(path: Path | None) -> ThroughputModel:
