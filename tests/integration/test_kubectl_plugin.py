@@ -83,6 +83,13 @@ def test_kubectl_lists_the_plugin_found_on_path(kubectl: Kubectl) -> None:
     assert str(PLUGIN) in listed.stdout.splitlines()
 
 
+def test_kubectl_is_the_release_the_api_server_is(kubectl: Kubectl) -> None:
+    versions = json.loads(ok(kubectl("version", "-o", "json")))
+    client_version = versions["clientVersion"]["gitVersion"]
+    assert client_version == versions["serverVersion"]["gitVersion"]
+    assert client_version.startswith("v1.")
+
+
 def test_kubectl_itself_reaches_the_cluster_with_the_kubeconfig(
     kubectl: Kubectl, team: str
 ) -> None:
