@@ -16,7 +16,10 @@ from tests.support.jobs import (
     TORCHRUN_NPROC_FORMS,
     UPSTREAM,
     UPSTREAM_JOBS,
+    VALID,
     Invalid,
+    InvalidUpdate,
+    Valid,
     echo_with_nproc,
     queued_echo,
     upstream_job,
@@ -107,6 +110,15 @@ def test_every_nproc_form_torchrun_accepts_is_accepted(
     assert stored["spec"]["nprocPerNode"] == value
 
 
+@pytest.mark.parametrize("case", VALID, ids=lambda case: case.id)
+def test_valid_job_is_accepted(jobs: client.CustomObjectsApi, namespace: str, case: Valid) -> None:
+    stored = create(jobs, namespace, case.job)
+    assert (
+        stored["spec"]["pytorchReplicaSpecs"].keys()
+        == case.job["spec"]["pytorchReplicaSpecs"].keys()
+    )
+
+
 @pytest.mark.parametrize("case", INVALID, ids=lambda case: case.id)
 def test_invalid_job_is_rejected_with_field_and_message(
     jobs: client.CustomObjectsApi, namespace: str, case: Invalid
@@ -117,22 +129,21 @@ def test_invalid_job_is_rejected_with_field_and_message(
     assert (case.field, case.message) in causes(rejected.value)
 
 
-@pytest.mark.parametrize(
-    ("edit", "field", "message"),
-    [case[1:] for case in INVALID_UPDATES],
-    ids=[case[0] for case in INVALID_UPDATES],
-)
+@pytest.mark.parametrize("case", INVALID_UPDATES, ids=lambda case: case.id)
 def test_invalid_update_is_rejected(
-    jobs: client.CustomObjectsApi, namespace: str, edit: Any, field: str, message: str
+    jobs: client.CustomObjectsApi, namespace: str, case: InvalidUpdate
 ) -> None:
     stored = create(jobs, namespace, queued_echo())
     changed = copy.deepcopy(stored)
-    edit(changed)
+    case.edit(changed)
+    name = stored["metadata"]["name"]
     with pytest.raises(client.ApiException) as rejected:
         jobs.replace_namespaced_custom_object(
-            c.GROUP, c.VERSION, namespace, c.PLURAL, stored["metadata"]["name"], changed
+            c.GROUP, c.VERSION, namespace, c.PLURAL, name, changed
         )
-    assert causes(rejected.value) == [(field, message)]
+    assert causes(rejected.value) == [(case.field, case.message)]
+    kept = jobs.get_namespaced_custom_object(c.GROUP, c.VERSION, namespace, c.PLURAL, name)
+    assert kept["spec"] == stored["spec"]  # nothing of the refused change was stored
 
 
 def test_unknown_field_is_rejected_under_strict_field_validation(

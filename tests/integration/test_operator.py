@@ -1,8 +1,28 @@
 """The operator against the real kube-apiserver: the upstream envtest cases and what upstream
-never tested. Pod phases are driven by the test (no kubelet), as upstream's envtest does."""
+never tested. Pod phases are driven by the test (no kubelet), as upstream's envtest does.
+
+Every It-case of upstream's envtest (`pkg/controller.v1/pytorch/pytorchjob_controller_test.go`,
+Kubeflow training operator v1.9) is ported, with upstream's jobs; the test's docstring names it
+(`pytorchjob_controller_test.go: <Context> / <It>`):
+
+| upstream It-case | here |
+| --- | --- |
+| When creating the PyTorchJob / Should get the corresponding resources successfully | test_envtest_job_gets_its_resources_and_succeeds_with_the_master |
+| ... / Shouldn't be updated resources if spec.runPolicy.schedulingPolicy.queue is changed after the job is created | `tests/integration/test_crd.py` test_invalid_update_is_rejected[queue-changed] (the API server refuses it; no operator needed) |
+| ... / Shouldn't create resources if PyTorchJob is suspended | test_created_suspended_job_gets_nothing |
+| ... / Should delete resources after PyTorchJob is suspended; Should resume PyTorchJob after PyTorchJob is unsuspended | test_envtest_suspend_and_resume |
+| ... / Should not reconcile a job while managed by external controller | test_job_managed_by_another_controller_is_left_alone |
+| When creating the elastic PyTorchJob / Should get the corresponding resources successfully | test_envtest_elastic_job_gets_its_resources_and_succeeds |
+| ... / Should delete HPA once the PyTorchJob is suspended | test_suspend_and_resume |
+
+Upstream waits with `Consistently` (a fixed time) to see that nothing happens; here the test waits
+for the operator's later passes over the job instead (`passes_later`, a witness job).
+"""
 
 import copy
 import threading
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -84,8 +104,15 @@ class Cluster:
             self.set_phase(name, "Running")
 
     def conditions(self, name: str) -> list[tuple[str, str]]:
+        return [condition[:2] for condition in self.full_conditions(name)]
+
+    def full_conditions(self, name: str) -> list[tuple[str, str, str, str]]:
+        """(type, status, reason, message) of each condition, in order."""
         status = self.job(name).get("status") or {}
-        return [(cond["type"], cond["status"]) for cond in status.get("conditions") or []]
+        return [
+            (cond["type"], cond["status"], cond["reason"], cond["message"])
+            for cond in status.get("conditions") or []
+        ]
 
     def events(self, name: str) -> list[str]:
         listing = self.core.list_namespaced_event(
@@ -143,6 +170,25 @@ def elastic_job(
     return job
 
 
+def owner_of(job: JSON) -> JSON:
+    """The controller reference a created job's pods, services and HPA carry."""
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "name": job["metadata"]["name"],
+        "uid": job["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def passes_later(operator: Operator, count: int) -> None:
+    """Return once the operator has made `count` more reconcile passes (resync: every second)."""
+    passes = operator.metrics.reconciles.labels(result="ok")._value.get
+    start = passes()
+    wait_for(lambda: passes() >= start + count, what=f"{count} more passes")
+
+
 def names(job: str, kind: str, count: int) -> set[str]:
     return {f"{job}-{kind}-{i}" for i in range(count)}
 
@@ -152,21 +198,14 @@ def env_of(pod: JSON) -> dict[str, str]:
 
 
 def test_elastic_job_gets_pods_services_hpa_env_and_status(cluster: Cluster) -> None:
-    """Upstream's "Should get the corresponding resources successfully", and more."""
+    """Upstream's elastic "Should get the corresponding resources successfully" with two
+    workers, a Resource metric, the default port, and what upstream does not check."""
     created = cluster.create(elastic_job("elastic", replicas=2, metrics=[CPU_METRIC]))
     pods = cluster.wait_pods("elastic", names("elastic", "worker", 2))
     services = wait_for(lambda: len(s := cluster.services("elastic")) == 2 and s, what="services")
     hpa = wait_for(lambda: cluster.hpas().get("elastic"), what="the HPA")
-    owner = {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "name": "elastic",
-        "uid": created["metadata"]["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
     for obj in [*pods.values(), *services.values(), hpa]:
-        assert obj["metadata"]["ownerReferences"] == [owner]
+        assert obj["metadata"]["ownerReferences"] == [owner_of(created)]
     env = env_of(pods["elastic-worker-1"])
     assert (env["PET_RDZV_ENDPOINT"], env["PET_NNODES"], env["PET_MAX_RESTARTS"]) == (
         "elastic-worker-0:23456",
@@ -204,6 +243,164 @@ def test_elastic_job_gets_pods_services_hpa_env_and_status(cluster: Cluster) -> 
         lambda: worker().get("succeeded") == 2 and "active" not in worker(), what="succeeded 2"
     )
     assert "completionTime" in cluster.job("elastic")["status"]
+
+
+# -- upstream's envtest jobs ----------------------------------------------------------------------
+
+ENVTEST_PORT = {"name": "pytorchjob-port", "containerPort": 8080, "protocol": "TCP"}
+
+
+def envtest_template() -> JSON:
+    """The pod template of upstream's envtest jobs: `pytorch`, `test-image`, port 8080."""
+    container = {"name": "pytorch", "image": "test-image", "ports": [dict(ENVTEST_PORT)]}
+    return {"spec": {"containers": [container]}}
+
+
+def envtest_job(name: str, *, workers: int) -> JSON:
+    """Upstream's envtest job: Master 1 + Worker, no nprocPerNode."""
+    specs = {
+        "Master": {"replicas": 1, "template": envtest_template()},
+        "Worker": {"replicas": workers, "template": envtest_template()},
+    }
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name},
+        "spec": {"pytorchReplicaSpecs": specs},
+    }
+
+
+def envtest_elastic_job(name: str) -> JSON:
+    """Upstream's elastic envtest job: one Worker, c10d, 1..3, 3 restarts, a CPU metric (whose
+    Utilization target upstream gives as an averageValue, which the HPA API accepts)."""
+    metric = {
+        "type": "Resource",
+        "resource": {"name": "cpu", "target": {"type": "Utilization", "averageValue": "80"}},
+    }
+    policy = {
+        "rdzvBackend": "c10d",
+        "minReplicas": 1,
+        "maxReplicas": 3,
+        "maxRestarts": 3,
+        "metrics": [metric],
+    }
+    specs = {"Worker": {"replicas": 1, "template": envtest_template()}}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name},
+        "spec": {"elasticPolicy": policy, "pytorchReplicaSpecs": specs},
+    }
+
+
+def condition_of(name: str, type_: str, status: str, reason: str, state: str) -> tuple[str, ...]:
+    """A condition as upstream's envtest expects it: reason `PyTorchJob<reason>`, message
+    `PyTorchJob <name> is <state>.`"""
+    return (type_, status, f"PyTorchJob{reason}", f"PyTorchJob {name} is {state}.")
+
+
+def replica_count(cluster: Cluster, job: str, replica_type: str, what: str) -> int:
+    status = cluster.job(job).get("status") or {}
+    return int(((status.get("replicaStatuses") or {}).get(replica_type) or {}).get(what, 0))
+
+
+def test_envtest_job_gets_its_resources_and_succeeds_with_the_master(cluster: Cluster) -> None:
+    """pytorchjob_controller_test.go: When creating the PyTorchJob / Should get the
+    corresponding resources successfully."""
+    created = cluster.create(envtest_job("test-job", workers=2))
+    pods = cluster.wait_pods("test-job", {"test-job-master-0", *names("test-job", "worker", 2)})
+    master_svc = wait_for(
+        lambda: cluster.services("test-job").get("test-job-master-0"), what="the master service"
+    )
+    master_pod = pods["test-job-master-0"]
+    assert ENVTEST_PORT in master_pod["spec"]["containers"][0]["ports"]
+    env = env_of(master_pod)
+    assert (env["MASTER_PORT"], env["MASTER_ADDR"], env["PET_NPROC_PER_NODE"]) == (
+        str(master_svc["spec"]["ports"][0]["port"]),
+        master_svc["metadata"]["name"],
+        "auto",
+    )
+    assert master_svc["spec"]["ports"][0]["port"] == 8080
+    assert owner_of(created) in master_pod["metadata"]["ownerReferences"]
+    assert owner_of(created) in master_svc["metadata"]["ownerReferences"]
+    cluster.set_phase("test-job-master-0", "Succeeded")
+    wait_for(
+        lambda: replica_count(cluster, "test-job", "Master", "succeeded") == 1,
+        what="the master counted as succeeded",
+    )
+    assert ("Succeeded", "True") in cluster.conditions("test-job")
+
+
+def test_envtest_elastic_job_gets_its_resources_and_succeeds(cluster: Cluster) -> None:
+    """pytorchjob_controller_test.go: When creating the elastic PyTorchJob / Should get the
+    corresponding resources successfully."""
+    created = cluster.create(envtest_elastic_job("elastic-job"))
+    pod = cluster.wait_pods("elastic-job", {"elastic-job-worker-0"})["elastic-job-worker-0"]
+    svc = wait_for(
+        lambda: cluster.services("elastic-job").get("elastic-job-worker-0"), what="the service"
+    )
+    hpa = wait_for(lambda: cluster.hpas().get("elastic-job"), what="the HPA")
+    assert ENVTEST_PORT in pod["spec"]["containers"][0]["ports"]
+    env = env_of(pod)
+    elastic_vars = ("PET_RDZV_BACKEND", "PET_NNODES", "PET_RDZV_ENDPOINT", "PET_MAX_RESTARTS")
+    assert [env[name] for name in elastic_vars] == [
+        "c10d",
+        "1:3",
+        f"{svc['metadata']['name']}:8080",
+        "3",
+    ]
+    assert svc["spec"]["ports"][0]["port"] == 8080
+    for obj in (pod, svc, hpa):
+        assert owner_of(created) in obj["metadata"]["ownerReferences"]
+    cluster.set_phase("elastic-job-worker-0", "Succeeded")
+    wait_for(
+        lambda: replica_count(cluster, "elastic-job", "Worker", "succeeded") == 1,
+        what="the worker counted as succeeded",
+    )
+    assert ("Succeeded", "True") in cluster.conditions("elastic-job")
+
+
+def test_envtest_suspend_and_resume(cluster: Cluster, operator: Operator) -> None:
+    """pytorchjob_controller_test.go: When creating the PyTorchJob / Should delete resources
+    after PyTorchJob is suspended; Should resume PyTorchJob after PyTorchJob is unsuspended."""
+    name, both = "test-job", {"test-job-master-0", "test-job-worker-0"}
+    created = condition_of(name, "Created", "True", "Created", "created")
+    running = condition_of(name, "Running", "True", "Running", "running")
+    cluster.create(envtest_job(name, workers=1))
+    cluster.wait_pods(name, both)
+    wait_for(lambda: set(cluster.services(name)) == both, what="the services")
+    cluster.run_all(name)
+    wait_for(lambda: cluster.full_conditions(name) == [created, running], what="Running")
+    started = cluster.job(name)["status"]["startTime"]
+
+    cluster.patch(name, {"spec": {"runPolicy": {"suspend": True}}})
+    suspended = [
+        created,
+        condition_of(name, "Running", "False", "Suspended", "suspended"),
+        condition_of(name, "Suspended", "True", "Suspended", "suspended"),
+    ]
+    wait_for(lambda: cluster.full_conditions(name) == suspended, what="Suspended")
+    cluster.wait_pods(name, set())
+    wait_for(lambda: not cluster.services(name), what="the services to be removed")
+    passes_later(operator, 3)
+    assert (cluster.pods(name), cluster.services(name)) == ({}, {})
+    assert [replica_count(cluster, name, kind, "active") for kind in ("Master", "Worker")] == [0, 0]
+    assert cluster.job(name)["status"]["startTime"] == started
+
+    # Start times have whole seconds: resume in a later second, so the new one must differ.
+    first = datetime.strptime(started, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    time.sleep(max(0.0, (first + timedelta(seconds=1) - datetime.now(UTC)).total_seconds()))
+    cluster.patch(name, {"spec": {"runPolicy": {"suspend": False}}})
+    cluster.wait_pods(name, both)
+    wait_for(lambda: set(cluster.services(name)) == both, what="the services again")
+    cluster.run_all(name)
+    resumed = [
+        created,
+        condition_of(name, "Suspended", "False", "Resumed", "resumed"),
+        running,
+    ]
+    wait_for(lambda: cluster.full_conditions(name) == resumed, what="resumed and Running")
+    assert cluster.job(name)["status"]["startTime"] > started
 
 
 def test_scale_up_and_down_through_scale_subresource(cluster: Cluster) -> None:
@@ -265,6 +462,8 @@ def test_foreign_hpa_is_left_alone_with_condition_and_event(cluster: Cluster) ->
 
 
 def test_suspend_and_resume(cluster: Cluster) -> None:
+    """pytorchjob_controller_test.go: When creating the elastic PyTorchJob / Should delete HPA
+    once the PyTorchJob is suspended. With two workers and a resume, which brings it back."""
     cluster.create(elastic_job("pause", replicas=2, metrics=[CPU_METRIC]))
     cluster.wait_pods("pause", names("pause", "worker", 2))
     wait_for(lambda: "pause" in cluster.hpas(), what="the HPA")
@@ -296,14 +495,20 @@ def test_suspend_and_resume(cluster: Cluster) -> None:
     ]
 
 
-def test_created_suspended_job_gets_nothing(cluster: Cluster) -> None:
-    job = elastic_job("asleep")
+def test_created_suspended_job_gets_nothing(cluster: Cluster, operator: Operator) -> None:
+    """pytorchjob_controller_test.go: When creating the PyTorchJob / Shouldn't create resources
+    if PyTorchJob is suspended."""
+    job = envtest_job("test-job", workers=1)
     job["spec"]["runPolicy"] = {"suspend": True}
     cluster.create(job)
-    cluster.wait_condition("asleep", ("Suspended", "True"))
-    assert cluster.conditions("asleep") == [("Created", "True"), ("Suspended", "True")]
-    assert (cluster.pods("asleep"), cluster.services("asleep")) == ({}, {})
-    assert "startTime" not in cluster.job("asleep")["status"]
+    cluster.wait_condition("test-job", ("Suspended", "True"))
+    passes_later(operator, 3)
+    assert cluster.full_conditions("test-job") == [
+        condition_of("test-job", "Created", "True", "Created", "created"),
+        condition_of("test-job", "Suspended", "True", "Suspended", "suspended"),
+    ]
+    assert (cluster.pods("test-job"), cluster.services("test-job")) == ({}, {})
+    assert "startTime" not in cluster.job("test-job")["status"]
 
 
 def failed_with(code: int) -> JSON:
@@ -488,17 +693,35 @@ def test_elastic_master_worker_env(cluster: Cluster) -> None:
 def test_job_managed_by_another_controller_is_left_alone(
     cluster: Cluster, operator: Operator
 ) -> None:
-    job = elastic_job("kueue")
-    job["spec"]["runPolicy"] = {"managedBy": "kueue.x-k8s.io/multikueue"}
+    """pytorchjob_controller_test.go: When creating the PyTorchJob / Should not reconcile a job
+    while managed by external controller. Created suspended, then resumed: nothing either time."""
+    job = envtest_job("test-job", workers=1)
+    job["spec"]["runPolicy"] = {"managedBy": "kueue.x-k8s.io/multikueue", "suspend": True}
     cluster.create(job)
-    wait_for(
-        lambda: operator.jobs.get((cluster.ns, "kueue")) is not None,
-        what="the operator to see the job",
-    )
-    operator.queue.add((cluster.ns, "kueue"))
-    cluster.create(elastic_job("witness", replicas=1))  # processed after the kueue job
-    cluster.wait_pods("witness", {"witness-worker-0"})
-    assert (cluster.pods("kueue"), cluster.job("kueue").get("status")) == ({}, None)
+    processed_before_witness(cluster, operator, "test-job", suspend=True, witness="witness-1")
+    assert (cluster.pods("test-job"), cluster.services("test-job")) == ({}, {})
+    assert cluster.job("test-job").get("status") is None  # no conditions, no startTime
+    cluster.patch("test-job", {"spec": {"runPolicy": {"suspend": False}}})
+    processed_before_witness(cluster, operator, "test-job", suspend=False, witness="witness-2")
+    assert (cluster.pods("test-job"), cluster.services("test-job")) == ({}, {})
+    assert cluster.job("test-job").get("status") is None
+
+
+def processed_before_witness(
+    cluster: Cluster, operator: Operator, name: str, *, suspend: bool, witness: str
+) -> None:
+    """Return once the operator has seen `name` with `suspend`, queued it, and then handled a
+    witness job created after it."""
+    key = (cluster.ns, name)
+
+    def seen() -> bool:
+        cached = operator.jobs.get(key)
+        return cached is not None and cached["spec"]["runPolicy"].get("suspend") is suspend
+
+    wait_for(seen, what=f"the operator to see {name} with suspend={suspend}")
+    operator.queue.add(key)
+    cluster.create(elastic_job(witness, replicas=1))  # processed after the queued job
+    cluster.wait_pods(witness, {f"{witness}-worker-0"})
 
 
 def test_resync_of_steady_jobs_writes_nothing(cluster: Cluster, operator: Operator) -> None:
@@ -570,11 +793,7 @@ def test_a_non_retryable_exit_is_reported_as_upstream_does_and_counted_once(
     cluster.set_phase("exit-one-worker-1", "Failed", **failed_with(1))
     cluster.wait_condition("exit-one", ("Failed", "True"))
     wait_for(lambda: "PyTorchJobFailed" in reasons(cluster, "exit-one"), what="PyTorchJobFailed")
-    passes = operator.metrics.reconciles.labels(result="ok")._value.get()
-    wait_for(
-        lambda: operator.metrics.reconciles.labels(result="ok")._value.get() > passes + 3,
-        what="three more passes",
-    )
+    passes_later(operator, 4)
     assert reasons(cluster, "exit-one").count("ExitedWithCode") == 1
     assert counted(operator, "failed", cluster.ns) == 1
     assert counted(operator, "successful", cluster.ns) == 0

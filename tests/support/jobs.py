@@ -1,7 +1,14 @@
-"""Job manifests for tests: the upstream examples and a table of invalid jobs.
+"""Job manifests for tests: the upstream examples and tables of valid and invalid jobs.
 
-Each invalid case names the field and the message the API server reports; the same table runs
+Each invalid case names the field and the message the API server reports; the same tables run
 against the real kube-apiserver and against the offline validator, so the two cannot drift.
+
+A case ported from the Kubeflow training operator v1.9's webhook test
+(`pkg/webhooks/pytorch/pytorchjob_webhook_test.go`) names it in `upstream`; every case of that
+file is here. Upstream's webhook reports some errors with another reason or at another path than
+the CRD can: a case says how when it differs. Upstream's admission warning for the deprecated
+`elasticPolicy.nProcPerNode` cannot come from a CRD; the operator sends it as a Warning Event
+instead (`tests/unit/test_reconcile.py`).
 """
 
 import copy
@@ -56,12 +63,95 @@ def with_master(job: JSON, *, replicas: int) -> None:
     }
 
 
+WEBHOOK_TEST = "pytorchjob_webhook_test.go"
+
+
+def webhook_case(name: str) -> str:
+    """How a case names the upstream webhook test case it ports."""
+    return f"{WEBHOOK_TEST}: {name}"
+
+
+WEBHOOK_IMAGE = "gcr.io/kubeflow-ci/pytorch-dist-mnist_test:1.0"
+
+
+def webhook_job(replica_specs: JSON, **spec: Any) -> JSON:
+    """A job as upstream's webhook test writes it: named `test`, only the given fields set."""
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "test"},
+        "spec": {"pytorchReplicaSpecs": replica_specs, **spec},
+    }
+
+
+def webhook_replica(*, container: JSON | None = None, **fields: Any) -> JSON:
+    """A replica spec of upstream's webhook test: one `pytorch` container with an image."""
+    main = container if container is not None else {"name": "pytorch", "image": WEBHOOK_IMAGE}
+    return {**fields, "template": {"spec": {"containers": [main]}}}
+
+
+def webhook_master_worker(**spec: Any) -> JSON:
+    """Master 1 + Worker 1, the replica specs most of upstream's webhook cases use."""
+    specs = {kind: webhook_replica(replicas=1) for kind in ("Master", "Worker")}
+    return webhook_job(specs, **spec)
+
+
+@dataclass(frozen=True)
+class Valid:
+    id: str
+    job: JSON
+    upstream: str = ""
+
+
+# Accepted at apply (and by the offline validator): upstream's valid webhook cases.
+VALID = [
+    Valid(
+        "webhook-valid-job",
+        webhook_job(
+            {
+                kind: {
+                    "replicas": 1,
+                    "restartPolicy": "OnFailure",
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "pytorch",
+                                    "image": "docker.io/kubeflowkatib/pytorch-mnist:v1beta1-45c5727",
+                                    "imagePullPolicy": "Always",
+                                    "command": [
+                                        "python3",
+                                        "/opt/pytorch-mnist/mnist.py",
+                                        "--epochs=1",
+                                    ],
+                                }
+                            ]
+                        }
+                    },
+                }
+                for kind in ("Master", "Worker")
+            },
+            runPolicy={"managedBy": "kubeflow.org/training-operator"},
+            elasticPolicy={"rdzvBackend": "c10d"},
+        ),
+        upstream=webhook_case("valid PyTorchJob"),
+    ),
+    Valid(
+        # Upstream accepts it with an admission warning; here the warning is an Event.
+        "deprecated-nproc-per-node-alone",
+        webhook_master_worker(elasticPolicy={"nProcPerNode": 1}),
+        upstream=webhook_case("Spec.ElasticPolicy.NProcPerNode are set"),
+    ),
+]
+
+
 @dataclass(frozen=True)
 class Invalid:
     id: str
     job: JSON
     field: str
     message: str
+    upstream: str = ""
 
 
 WORKER_BOUNDS = "[elasticPolicy.minReplicas, elasticPolicy.maxReplicas]"
@@ -72,6 +162,7 @@ INVALID = [
         "metadata.name",
         'Invalid value: metadata.name "9lives" must be a DNS-1035 label: at most 63 lowercase '
         "letters, digits or '-', starting with a letter and ending with a letter or digit",
+        upstream=webhook_case("pytorchJob name does not meet DNS1035"),
     ),
     Invalid(
         "min-exceeds-max",
@@ -126,6 +217,9 @@ INVALID = [
         echo_with(lambda j: worker(j).update(replicas=0)),
         "spec.pytorchReplicaSpecs.Worker.replicas",
         "Invalid value: 0: spec.pytorchReplicaSpecs.Worker.replicas in body should be greater than or equal to 1",
+        # Upstream reports Forbidden; here the schema's minimum judges it (Invalid), so a write
+        # through /scale is judged the same way.
+        upstream=webhook_case("attempt to configure worker with 0 replicas"),
     ),
     Invalid(
         "elastic-without-worker",
@@ -134,12 +228,17 @@ INVALID = [
         ),
         "spec.pytorchReplicaSpecs",
         "Required value: pytorchReplicaSpecs.Worker must be configured if elastic policy is used",
+        # Upstream reports it at `pytorchReplicaSpecs[Worker]`; the CRD's rule reports it at the
+        # map that lacks the key.
+        upstream=webhook_case("attempt to configure elasticPolicy when no worker is configured"),
     ),
     Invalid(
         "master-replicas-two",
         echo_with(lambda j: with_master(j, replicas=2)),
         "spec.pytorchReplicaSpecs[Master].replicas",
         "Invalid value: pytorchReplicaSpecs.Master.replicas must be 1, got 2",
+        # Upstream (Master only) reports Forbidden; here Invalid: the value is what is wrong.
+        upstream=webhook_case("the number of replicas in masterReplica is other than 1"),
     ),
     Invalid(
         "replica-type-unknown",
@@ -166,6 +265,9 @@ INVALID = [
         echo_with(lambda j: worker(j)["template"]["spec"].update(containers=[])),
         "spec.pytorchReplicaSpecs[Worker].template",
         "Required value: template.spec.containers must not be empty",
+        # Upstream reports it at `...template.spec.containers`; the CRD's rule reports it at the
+        # template, its message naming the field.
+        upstream=webhook_case("no containers"),
     ),
     Invalid(
         "no-template",
@@ -180,10 +282,21 @@ INVALID = [
         'Required value: container "pytorch" must have an image',
     ),
     Invalid(
+        "image-empty",
+        webhook_job({"Worker": webhook_replica(container={"name": "pytorch", "image": ""})}),
+        "spec.pytorchReplicaSpecs[Worker].template",
+        'Required value: container "pytorch" must have an image',
+        # Upstream reports it at `...containers[0].image`; the CRD's rule reports it at the
+        # template, its message naming the container.
+        upstream=webhook_case("image is empty"),
+    ),
+    Invalid(
         "no-pytorch-container",
         echo_with(lambda j: container(j).update(name="trainer")),
         "spec.pytorchReplicaSpecs[Worker].template",
         'Required value: template.spec.containers must include a container named "pytorch"',
+        # Upstream's container is named ""; any name but `pytorch` breaks the same rule.
+        upstream=webhook_case("pytorchJob default container name doesn't present"),
     ),
     Invalid(
         "template-wrong-type",
@@ -198,6 +311,7 @@ INVALID = [
         "spec.elasticPolicy.nProcPerNode",
         "Forbidden: elasticPolicy.nProcPerNode is deprecated and must not be set together with "
         "nprocPerNode: use only nprocPerNode",
+        upstream=webhook_case("Spec.NprocPerNode and Spec.ElasticPolicy.NProcPerNode are set"),
     ),
     Invalid(
         "nproc-per-node-garbage",
@@ -245,6 +359,16 @@ INVALID = [
         "spec.runPolicy.managedBy",
         'Unsupported value: "example.com/mine": supported values: "kubeflow.org/training-operator", '
         '"kueue.x-k8s.io/multikueue"',
+        upstream=webhook_case("attempt to set unsupported managedBy controller name gets rejected"),
+    ),
+    Invalid(
+        # The operator never sees an empty managedBy (upstream's controller treats it as
+        # another controller's): the enum rejects it at admission.
+        "managed-by-empty",
+        echo_with(lambda j: spec(j).update(runPolicy={"managedBy": ""})),
+        "spec.runPolicy.managedBy",
+        'Unsupported value: "": supported values: "kubeflow.org/training-operator", '
+        '"kueue.x-k8s.io/multikueue"',
     ),
     Invalid(
         "backoff-limit-negative",
@@ -276,19 +400,32 @@ def queued_echo() -> JSON:
     return echo_with(lambda j: spec(j).update(runPolicy={"schedulingPolicy": {"queue": "q1"}}))
 
 
-# Updates of `queued_echo()`: (id, edit, field, message).
-INVALID_UPDATES: list[tuple[str, Callable[[JSON], object], str, str]] = [
-    (
+@dataclass(frozen=True)
+class InvalidUpdate:
+    """A change of `queued_echo()` the API server refuses, with the field and message."""
+
+    id: str
+    edit: Callable[[JSON], object]
+    field: str
+    message: str
+    upstream: str = ""
+
+
+INVALID_UPDATES = [
+    InvalidUpdate(
         "managed-by-changed",
         lambda j: spec(j).update(runPolicy={"managedBy": "kueue.x-k8s.io/multikueue"}),
         "spec.runPolicy.managedBy",
         "Invalid value: runPolicy.managedBy is immutable",
+        upstream=webhook_case("attempt to update the managedBy field gets rejected"),
     ),
-    (
+    InvalidUpdate(
         "queue-changed",
         lambda j: spec(j)["runPolicy"]["schedulingPolicy"].update(queue="other"),
         "spec.runPolicy.schedulingPolicy.queue",
         'Invalid value: "other": spec.runPolicy.schedulingPolicy.queue is immutable',
+        upstream="pytorchjob_controller_test.go: Shouldn't be updated resources if "
+        "spec.runPolicy.schedulingPolicy.queue is changed after the job is created",
     ),
 ]
 

@@ -1,4 +1,12 @@
-"""What the operator's flags and a job's template put into the pods it builds."""
+"""What the operator's flags and a job's template put into the pods it builds.
+
+Ported from the Kubeflow training operator v1.9, each case naming its source in its id
+(`<file>: <case>`): every case of `pkg/controller.v1/pytorch/initcontainer_test.go`
+(`TestInitContainer`, whose cases are unnamed: numbered here in upstream's order), and of
+`pkg/controller.v1/common/pod_test.go` `TestSetRestartPolicy` and `util_test.go`
+`TestGenGeneralName`. Not ported from those files: `util_test.go` `TestMaxInt` (a Go helper,
+Python's `max`).
+"""
 
 from typing import Any
 
@@ -11,15 +19,18 @@ from autoscaler.controller.builders import (
     PodSettings,
     desired_pod,
 )
+from autoscaler.controller.naming import replica_name
 
 JSON = dict[str, Any]
 
 
-def master_worker_job(template_metadata: JSON | None = None) -> PyTorchJob:
+def master_worker_job(
+    template_metadata: JSON | None = None, *, kinds: tuple[str, ...] = ("Master", "Worker")
+) -> PyTorchJob:
     template: JSON = {"spec": {"containers": [{"name": "pytorch", "image": "img"}]}}
     if template_metadata:
         template["metadata"] = template_metadata
-    specs = {kind: {"replicas": 1, "template": template} for kind in ("Master", "Worker")}
+    specs = {kind: {"replicas": 1, "template": template} for kind in kinds}
     raw = {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
@@ -78,9 +89,66 @@ def test_a_template_file_replaces_the_containers() -> None:
     ]
 
 
-def test_the_master_gets_no_init_container() -> None:
-    pod = desired_pod(master_worker_job(), replica_type="Master", index=0)
-    assert "initContainers" not in pod["spec"]
+INIT_TEST = "initcontainer_test.go: TestInitContainer"
+
+
+@pytest.mark.parametrize(
+    ("kinds", "replica_type", "expected"),
+    [
+        pytest.param(("Worker",), "Worker", [], id=f"{INIT_TEST} case 1 (Worker only, worker 0)"),
+        pytest.param(
+            ("Worker", "Master"),
+            "Worker",
+            ["init-pytorch"],
+            id=f"{INIT_TEST} case 2 (Master+Worker, worker 0)",
+        ),
+        pytest.param(
+            ("Worker", "Master"), "Master", [], id=f"{INIT_TEST} case 3 (Master+Worker, master 0)"
+        ),
+    ],
+)
+def test_only_workers_of_a_job_with_a_master_wait_for_it(
+    kinds: tuple[str, ...], replica_type: str, expected: list[str]
+) -> None:
+    job = master_worker_job(kinds=kinds)
+    pod = desired_pod(job, replica_type=replica_type, index=0)
+    assert [init["name"] for init in pod["spec"].get("initContainers", [])] == expected
+
+
+RESTART_TEST = "pod_test.go: TestSetRestartPolicy"
+
+
+@pytest.mark.parametrize(
+    ("replica_policy", "pod_policy"),
+    [
+        pytest.param("ExitCode", "Never", id=f"{RESTART_TEST}: restartPolicy is ExitCode"),
+        pytest.param("Never", "Never", id=f"{RESTART_TEST}: restartPolicy is Never"),
+        pytest.param("Always", "Always", id=f"{RESTART_TEST}: restartPolicy is Always"),
+        pytest.param("OnFailure", "OnFailure", id=f"{RESTART_TEST}: restartPolicy is OnFailure"),
+    ],
+)
+def test_pod_restart_policy_follows_the_replica_spec(replica_policy: str, pod_policy: str) -> None:
+    """ExitCode is the operator's to judge, so its pods are never restarted by the kubelet."""
+    raw = master_worker_job().to_json()
+    raw["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = replica_policy
+    job = default_job(PyTorchJob.model_validate(raw))
+    pod = desired_pod(job, replica_type="Worker", index=0)
+    assert pod["spec"]["restartPolicy"] == pod_policy
+
+
+NAME_TEST = "util_test.go: TestGenGeneralName"
+
+
+@pytest.mark.parametrize(
+    "replica_type",
+    [
+        pytest.param("worker", id=f"{NAME_TEST} case 1 (worker)"),
+        pytest.param("WORKER", id=f"{NAME_TEST} case 2 (WORKER)"),
+    ],
+)
+def test_replica_names_are_lowercase_with_slashes_replaced(replica_type: str) -> None:
+    name = replica_name(job_name="1/2/3/4/5", replica_type=replica_type, index=1)
+    assert name == "1-2-3-4-5-worker-1"
 
 
 @pytest.mark.parametrize(

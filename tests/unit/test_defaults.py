@@ -1,4 +1,10 @@
-"""Upstream defaulting (upstream v1.9's `pytorch_defaults.go` and its test), as tables."""
+"""Upstream defaulting (upstream v1.9's `pytorch_defaults.go` and its test), as tables.
+
+Every case of upstream's `pkg/apis/kubeflow.org/v1/pytorch_defaults_test.go` is here, its id
+naming it (`pytorch_defaults_test.go: ...`); the other ids are this project's own cases.
+Upstream's `TestSetElasticPolicy` lists "minReplicas and maxReplicas to 1" twice, with the same
+inputs: it is ported once.
+"""
 
 from typing import Any
 
@@ -11,6 +17,8 @@ from autoscaler.api.defaults import (
     default_template_port,
 )
 from autoscaler.api.models import ElasticPolicy
+
+DEFAULTS_TEST = "pytorch_defaults_test.go"
 
 
 def job(**spec: Any) -> PyTorchJob:
@@ -25,13 +33,28 @@ def job(**spec: Any) -> PyTorchJob:
 @pytest.mark.parametrize(
     ("policy", "worker_replicas", "expected"),
     [
-        ({}, 1, (1, 1)),  # TestSetElasticPolicy: both nil -> Worker replicas
-        ({}, 4, (4, 4)),
-        ({"minReplicas": 1, "maxReplicas": 1}, 1, (1, 1)),
-        ({"maxReplicas": 1}, 1, (1, 1)),  # only max -> min = max
-        ({"minReplicas": 1}, 1, (1, 1)),  # only min -> max = min
-        ({"maxReplicas": 5}, 2, (5, 5)),
-        ({"minReplicas": 2, "maxReplicas": 6}, 3, (2, 6)),
+        pytest.param({}, 1, (1, 1), id=f"{DEFAULTS_TEST}: minReplicas and maxReplicas to null"),
+        pytest.param({}, 4, (4, 4), id="both unset, 4 workers: the Worker replicas"),
+        pytest.param(
+            {"minReplicas": 1, "maxReplicas": 1},
+            1,
+            (1, 1),
+            id=f"{DEFAULTS_TEST}: minReplicas and maxReplicas to 1",
+        ),
+        pytest.param(
+            {"maxReplicas": 1},
+            1,
+            (1, 1),
+            id=f"{DEFAULTS_TEST}: minReplicas to null, maxRepliacs to 1",
+        ),
+        pytest.param(
+            {"minReplicas": 1},
+            1,
+            (1, 1),
+            id=f"{DEFAULTS_TEST}: maxRepliacs to null, minReplicas to 1",
+        ),
+        pytest.param({"maxReplicas": 5}, 2, (5, 5), id="only max: min = max"),
+        pytest.param({"minReplicas": 2, "maxReplicas": 6}, 3, (2, 6), id="both set: kept"),
     ],
 )
 def test_elastic_bounds(
@@ -46,10 +69,18 @@ def test_elastic_bounds(
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
-        ({"elasticPolicy": {}}, "auto"),  # TestSetDefaultNprocPerNode: elastic, no deprecated field
-        ({}, "auto"),  # not elastic
-        ({"nprocPerNode": "4"}, "4"),
-        ({"elasticPolicy": {"nProcPerNode": 2}}, None),  # deprecated field wins: no default
+        pytest.param(
+            {"elasticPolicy": {}},
+            "auto",
+            id=f"{DEFAULTS_TEST}: test default nproc per node (elastic, nProcPerNode nil)",
+        ),
+        pytest.param(
+            {}, "auto", id=f"{DEFAULTS_TEST}: test default nproc per node (elasticPolicy nil)"
+        ),
+        pytest.param({"nprocPerNode": "4"}, "4", id="set: kept"),
+        pytest.param(
+            {"elasticPolicy": {"nProcPerNode": 2}}, None, id="deprecated field set: no default"
+        ),
     ],
 )
 def test_nproc_per_node(spec: dict[str, Any], expected: str | None) -> None:

@@ -1,11 +1,17 @@
-"""The torchrun environment, in upstream's order (v1.9 `envvar.go`), and the deliberate fixes."""
+"""The torchrun environment, in upstream's order (v1.9 `envvar.go`), and the deliberate fixes.
+
+Upstream v1.9 has no test file for `envvar.go`; its environment is checked by the env assertions
+of `pytorchjob_controller_test.go`, ported in `tests/integration/test_operator.py`. Every case of
+`pkg/controller.v1/pytorch/elastic_test.go` (`TestElasticGenerate`) is a test here, its
+docstring naming it (`elastic_test.go: ...`).
+"""
 
 from typing import Any
 
 import pytest
 
 from autoscaler.api import PyTorchJob, default_job
-from autoscaler.controller.env import torchrun_env, with_env
+from autoscaler.controller.env import elastic_env, torchrun_env, with_env
 from autoscaler.torchrun import TUNED_RDZV_CONF
 
 CONTAINER = {"name": "pytorch", "image": "img"}
@@ -174,3 +180,44 @@ def test_shared_store_fix_is_appended_to_elastic_containers_only(
     )
     pairs = [(var["name"], var["value"]) for var in container["env"]]
     assert pairs == [(var["name"], var["value"]) for var in own_env] + expected_tail
+
+
+def test_without_elastic_policy_no_elastic_variables() -> None:
+    """elastic_test.go: Without ElasticPolicy. Upstream's elastic generator adds nothing, so
+    the environment is the non-elastic one alone (one Worker replica, as upstream's job)."""
+    assert env_of(job(workers=1)) == [
+        ("PYTHONUNBUFFERED", "1"),
+        ("PET_NPROC_PER_NODE", "auto"),
+        ("PET_NNODES", "1"),
+    ]
+
+
+def test_with_elastic_policy_exactly_upstreams_variables() -> None:
+    """elastic_test.go: With ElasticPolicy. Exactly these, in any order (upstream's
+    `ConsistOf`); a job's own rdzvConf is passed as written."""
+    policy = {
+        "minReplicas": 1,
+        "maxReplicas": 3,
+        "rdzvBackend": "c10d",
+        "rdzvPort": 1234,
+        "rdzvHost": "localhost",
+        "rdzvId": "rdzv-id",
+        "rdzvConf": [
+            {"key": "rdzv-conf-name", "value": "rdzv-conf-value"},
+            {"key": "rdzv-conf-name-1", "value": "rdzv-conf-value-1"},
+        ],
+        "maxRestarts": 3,
+    }
+    pairs = [
+        (var["name"], var["value"]) for var in elastic_env(job(workers=1, elasticPolicy=policy))
+    ]
+    assert sorted(pairs) == sorted(
+        [
+            ("PET_MAX_RESTARTS", "3"),
+            ("PET_RDZV_BACKEND", "c10d"),
+            ("PET_RDZV_ENDPOINT", "localhost:1234"),
+            ("PET_RDZV_ID", "rdzv-id"),
+            ("PET_RDZV_CONF", "rdzv-conf-name=rdzv-conf-value,rdzv-conf-name-1=rdzv-conf-value-1"),
+            ("PET_NNODES", "1:3"),
+        ]
+    )

@@ -1,4 +1,22 @@
-"""The pure reconcile plan, scenario by scenario (upstream v1.9's behaviour and the deliberate differences)."""
+"""The pure reconcile plan, scenario by scenario (upstream v1.9's behaviour and the deliberate differences).
+
+Ported from the Kubeflow training operator v1.9, each case naming its source (`<file>: <case>`)
+in its pytest id, or in its docstring when it is a single test: every case of
+`pkg/controller.v1/common/job_test.go`, `pod_test.go`, `service_test.go` and `status_test.go`,
+and of `pkg/util/status_test.go` (conditions) and `pkg/util/train/train_util_test.go`
+(`TestIsRetryableExitCode`), except these, which cannot apply:
+
+| upstream case | why not here |
+| --- | --- |
+| job_test.go: TestManagedByExternalController: managedBy is empty | the CRD's enum rejects `""` at admission (`tests/support/jobs.py` managed-by-empty): the operator never sees it |
+| job_test.go: TestManagedByExternalController: managedBy is other value | likewise (managed-by-unknown) |
+| pod_test.go: TestIsCustomSchedulerSet | gang scheduling (PodGroups): this operator has none; a template's `schedulerName` reaches the pod unchanged |
+| train_util_test.go: TestIsJobSuspended | a Go nil-pointer helper: `runPolicy.suspend` is a boolean defaulted to false here (suspend cases below) |
+
+`pod_test.go` `TestSetRestartPolicy` and `util_test.go` `TestGenGeneralName` are ported in
+`tests/unit/test_builders.py`. Upstream's `pkg/core` has no tests of its own in v1.9: its
+functions are tested through the `common` tests above.
+"""
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -7,8 +25,10 @@ import pytest
 
 from autoscaler.api import PyTorchJob, default_job
 from autoscaler.controller.builders import desired_hpa
+from autoscaler.controller.conditions import Condition, has_condition, is_finished, set_condition
 from autoscaler.controller.reconcile import Event, Observed, Plan, lifecycle, plan
-from autoscaler.controller.status import is_subset
+from autoscaler.controller.status import count_replicas, is_subset
+from tests.support.jobs import webhook_master_worker
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 STAMP = "2026-11-29T12:00:00Z"
@@ -170,13 +190,22 @@ def test_losing_worker_0_restarts_all_workers_once() -> None:
     assert (again.create, again.delete, again.events) == ([], [], [])
 
 
+RETRYABLE_TEST = "train_util_test.go: TestIsRetryableExitCode"
+RESTARTED, FAILED = ("Restarting", "True"), ("Failed", "True")
+
+
 @pytest.mark.parametrize(
     ("restart", "exit_code", "expect_delete", "expect_condition"),
     [
-        ("OnFailure", 1, True, ("Restarting", "True")),
-        ("ExitCode", 137, True, ("Restarting", "True")),
-        ("ExitCode", 1, False, ("Failed", "True")),
-        ("Never", 1, False, ("Failed", "True")),
+        pytest.param("OnFailure", 1, True, RESTARTED, id="OnFailure, exit 1"),
+        pytest.param("ExitCode", 137, True, RESTARTED, id="ExitCode, exit 137"),
+        pytest.param("Never", 1, False, FAILED, id="Never, exit 1"),
+        # Upstream's table of ExitCode judgements: codes from 128 (signals) are retried.
+        pytest.param("ExitCode", 1, False, FAILED, id=f"{RETRYABLE_TEST}: ExitCode 1"),
+        pytest.param("ExitCode", 2, False, FAILED, id=f"{RETRYABLE_TEST}: ExitCode 2"),
+        pytest.param("ExitCode", 3, False, FAILED, id=f"{RETRYABLE_TEST}: ExitCode 3"),
+        pytest.param("ExitCode", 130, True, RESTARTED, id=f"{RETRYABLE_TEST}: ExitCode 130"),
+        pytest.param("ExitCode", 138, True, RESTARTED, id=f"{RETRYABLE_TEST}: ExitCode 138"),
     ],
 )
 def test_failed_worker_by_restart_policy(
@@ -209,26 +238,59 @@ def test_master_success_completes_the_job() -> None:
     assert types(result)[-1] == ("Succeeded", "True")
 
 
+CLEANUP_TEST = "job_test.go: TestDeletePodsAndServices"
+EVERYTHING = [
+    ("Pod", "j-worker-0"),
+    ("Pod", "j-worker-1"),
+    ("Service", "j-worker-0"),
+    ("Service", "j-worker-1"),
+]
+
+
 @pytest.mark.parametrize(
-    ("policy", "deleted"),
+    ("policy", "state", "deleted"),
     [
-        ("None", []),
-        ("Running", [("Pod", "j-worker-0"), ("Service", "j-worker-0")]),
-        (
-            "All",
-            [
-                ("Pod", "j-worker-0"),
-                ("Pod", "j-worker-1"),
-                ("Service", "j-worker-0"),
-                ("Service", "j-worker-1"),
-            ],
+        pytest.param(
+            "Running",
+            "Succeeded",
+            [("Pod", "j-worker-0"), ("Service", "j-worker-0")],
+            id=f"{CLEANUP_TEST}: Succeeded job and cleanPodPolicy is Running",
         ),
+        pytest.param(
+            "Running",
+            "Suspended",
+            EVERYTHING,
+            id=f"{CLEANUP_TEST}: Suspended job and cleanPodPolicy is Running",
+        ),
+        pytest.param(
+            "All",
+            "Succeeded",
+            EVERYTHING,
+            id=f"{CLEANUP_TEST}: Finished job and cleanPodPolicy is All",
+        ),
+        pytest.param(
+            "None", "Failed", [], id=f"{CLEANUP_TEST}: Finished job and cleanPodPolicy is None"
+        ),
+        pytest.param(
+            "None",
+            "Suspended",
+            EVERYTHING,
+            id=f"{CLEANUP_TEST}: Suspended job and cleanPodPolicy is None",
+        ),
+        pytest.param("None", "Succeeded", [], id="Succeeded job and cleanPodPolicy is None"),
     ],
 )
-def test_clean_pod_policy_after_success(policy: str, deleted: list[tuple[str, str]]) -> None:
+def test_clean_pod_policy(policy: str, state: str, deleted: list[tuple[str, str]]) -> None:
+    """A running worker-0 and a succeeded worker-1, as upstream's running and succeeded pods.
+
+    Upstream's function reads suspension from the Suspended condition; here the spec's
+    `suspend` drives it (the condition follows), so a suspended case sets both."""
     observed = Observed(pods=[pod(0), pod(1, "Succeeded")], services=[service(0), service(1)])
-    status = {"conditions": [condition("Created"), condition("Succeeded")], "completionTime": STAMP}
-    result = plan(job(run_policy={"cleanPodPolicy": policy}, status=status), observed, now=NOW)
+    run_policy: JSON = {"cleanPodPolicy": policy, "suspend": state == "Suspended"}
+    status: JSON = {"conditions": [condition("Created"), condition(state)]}
+    if state != "Suspended":
+        status["completionTime"] = STAMP
+    result = plan(job(run_policy=run_policy, status=status), observed, now=NOW)
     assert result.delete == deleted
 
 
@@ -323,17 +385,140 @@ def test_backoff_limit_fails_the_job_and_removes_pods() -> None:
     )
 
 
-@pytest.mark.parametrize(("elapsed", "failed"), [(59, False), (60, True)])
-def test_active_deadline(elapsed: int, failed: bool) -> None:
-    j = steady(job(run_policy={"activeDeadlineSeconds": 60}), running(2))
+DEADLINE_TEST = "job_test.go: TestPastActiveDeadline"
+
+
+@pytest.mark.parametrize(
+    ("deadline", "elapsed", "failed"),
+    [
+        pytest.param(0, 0, True, id=f"{DEADLINE_TEST}: activeDeadlineSeconds is 0"),
+        pytest.param(2, 0, False, id=f"{DEADLINE_TEST}: activeDeadlineSeconds is 2"),
+        pytest.param(60, 59, False, id="60 s, 59 s after the start"),
+        pytest.param(60, 60, True, id="60 s, 60 s after the start"),
+    ],
+)
+def test_active_deadline(deadline: int, elapsed: int, failed: bool) -> None:
+    """Started at NOW; a job within its deadline is requeued for the moment it runs out."""
+    status = {"conditions": [condition("Created"), condition("Running")], "startTime": STAMP}
+    j = job(run_policy={"activeDeadlineSeconds": deadline}, status=status)
     result = plan(j, running(2), now=NOW + timedelta(seconds=elapsed))
     assert (result.status is not None and ("Failed", "True") in types(result)) is failed
-    assert (result.requeue_after == 1.0) is not failed
+    assert (result.requeue_after == deadline - elapsed) is not failed
 
 
-def test_job_managed_elsewhere_is_never_touched() -> None:
-    result = plan(job(run_policy={"managedBy": "kueue.x-k8s.io/multikueue"}), Observed(), now=NOW)
-    assert result.writes == 0
+MANAGED_TEST = "job_test.go: TestManagedByExternalController"
+
+
+@pytest.mark.parametrize(
+    ("managed_by", "reconciled"),
+    [
+        pytest.param(None, True, id=f"{MANAGED_TEST}: managedBy is nil"),
+        pytest.param(
+            "kubeflow.org/training-operator",
+            True,
+            id=f"{MANAGED_TEST}: managedBy is training-operator controller",
+        ),
+        pytest.param(
+            "kueue.x-k8s.io/multikueue",
+            False,
+            id=f"{MANAGED_TEST}: managedBy is not the training-operator controller",
+        ),
+    ],
+)
+def test_only_jobs_managed_by_this_operator_are_touched(
+    managed_by: str | None, reconciled: bool
+) -> None:
+    run_policy = {} if managed_by is None else {"managedBy": managed_by}
+    result = plan(job(run_policy=run_policy), Observed(), now=NOW)
+    assert (result.writes > 0) is reconciled
+
+
+BACKOFF_TEST = "job_test.go: TestPastBackoffLimit"
+RESTARTED_3_TIMES = {"containerStatuses": [{"name": "pytorch", "restartCount": 3}]}
+
+
+@pytest.mark.parametrize(
+    ("limit", "pods", "failed"),
+    [
+        pytest.param(
+            0, [pod(0), pod(1, "Succeeded")], False, id=f"{BACKOFF_TEST}: backOffLimit is 0"
+        ),
+        pytest.param(
+            3,
+            [pod(0), pod(1, "Succeeded"), pod(2, status=RESTARTED_3_TIMES)],
+            True,
+            id=f"{BACKOFF_TEST}: backOffLimit is 3",
+        ),
+    ],
+)
+def test_past_backoff_limit(limit: int, pods: list[JSON], failed: bool) -> None:
+    """Upstream's pods (running, succeeded, running with 3 restarts) under OnFailure."""
+    observed = Observed(pods=pods, services=[service(i) for i in range(len(pods))])
+    result = plan(job(replicas=len(pods), run_policy={"backoffLimit": limit}), observed, now=NOW)
+    assert (("Failed", "True") in types(result)) is failed
+
+
+SLICE_TESTS = {
+    "Pod": "pod_test.go: TestCalculatePodSliceSize",
+    "Service": "service_test.go: TestCalculateServiceSliceSize",
+}
+# Upstream's unnamed cases, numbered in its order: (label, observed indices, replicas,
+# indices created, indices deleted). Upstream sizes its slots max(replicas, highest index + 1);
+# what that decides is which objects are created and which removed.
+SLICE_CASES = [
+    ("case 1 (indices 0-2, 3 replicas)", [0, 1, 2], 3, [], []),
+    ("case 2 (indices 0-2, 4 replicas)", [0, 1, 2], 4, [3], []),
+    ("case 3 (indices 0-2, 2 replicas)", [0, 1, 2], 2, [], [2]),
+    ("case 4 (indices 0-2 and 4, 3 replicas)", [0, 1, 2, 4], 3, [], [4]),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "indices", "replicas", "created", "deleted"),
+    [
+        pytest.param(kind, *case[1:], id=f"{test} {case[0]}")
+        for kind, test in SLICE_TESTS.items()
+        for case in SLICE_CASES
+    ],
+)
+def test_slots_cover_the_replicas_and_every_observed_index(
+    kind: str, indices: list[int], replicas: int, created: list[int], deleted: list[int]
+) -> None:
+    """Objects of `kind` at `indices`, the other kind complete for `replicas`."""
+    complete = range(replicas)
+    observed = Observed(
+        pods=[pod(i) for i in (indices if kind == "Pod" else complete)],
+        services=[service(i) for i in (indices if kind == "Service" else complete)],
+    )
+    result = plan(job(replicas=replicas), observed, now=NOW)
+    assert [name for k, name in kinds(result) if k == kind] == [f"j-worker-{i}" for i in created]
+    assert [name for k, name in result.delete if k == kind] == [f"j-worker-{i}" for i in deleted]
+
+
+def test_pods_and_services_are_told_apart_by_replica_type() -> None:
+    """pod_test.go: TestFilterPodsForReplicaType; service_test.go: TestFilterServicesForReplicaType.
+
+    Upstream picks a type's objects by the replica-type label. Here a Master+Worker job's pods
+    and services come interleaved with those of a type the job does not have: each type's are
+    counted and matched to its slots, the foreign ones left alone."""
+    pods = [pod(0), pod(0, kind="master"), pod(0, kind="evaluator"), pod(1)]
+    services = [service(0), service(0, kind="master"), service(0, kind="evaluator"), service(1)]
+    result = plan(job(master=True), Observed(pods=pods, services=services), now=NOW)
+    assert (result.create, result.delete) == ([], [])
+    assert result.status is not None
+    counts = {
+        replica_type: {key: value for key, value in counts.items() if key != "selector"}
+        for replica_type, counts in result.status["replicaStatuses"].items()
+    }
+    assert counts == {"Master": {"active": 1}, "Worker": {"active": 2}}
+
+
+def test_terminating_running_pods_count_as_failed() -> None:
+    """status_test.go: TestUpdateJobReplicaStatuses. 2 failed, 3 succeeded, 1 running and 1
+    running pod being deleted: the deleted one counts as failed."""
+    terminating = pod(0, deletionTimestamp=STAMP)
+    pods = [pod(0, "Failed")] * 2 + [pod(0, "Succeeded")] * 3 + [pod(0), terminating]
+    assert count_replicas(pods) == {"active": 1, "succeeded": 3, "failed": 3}
 
 
 def test_replica_status_counts() -> None:
@@ -502,3 +687,74 @@ def test_hpa_targets_are_compared_by_value(desired: str, stored: str, rewritten:
     hpa["metadata"]["ownerReferences"][0]["uid"] = UID
     result = plan(steady(j, running(2, hpa=hpa)), running(2, hpa=hpa), now=NOW)
     assert bool(result.update) is rewritten
+
+
+# -- upstream's condition rules (`pkg/util/status_test.go`) --------------------------------------
+
+STATUS_TEST = "status_test.go"
+
+
+@pytest.mark.parametrize(
+    ("type_", "finished"),
+    [
+        pytest.param("Succeeded", True, id=f"{STATUS_TEST}: TestIsFinished: Succeeded job"),
+        pytest.param("Failed", True, id=f"{STATUS_TEST}: TestIsFinished: Failed job"),
+        pytest.param("Suspended", False, id=f"{STATUS_TEST}: TestIsFinished: Suspended job"),
+    ],
+)
+def test_is_finished(type_: str, finished: bool) -> None:
+    assert is_finished([condition(type_)]) is finished
+
+
+@pytest.mark.parametrize(
+    "type_",
+    [
+        pytest.param("Succeeded", id=f"{STATUS_TEST}: TestIsSucceeded"),
+        pytest.param("Failed", id=f"{STATUS_TEST}: TestIsFailed"),
+        pytest.param("Running", id=f"{STATUS_TEST}: TestIsRunning"),
+        pytest.param("Suspended", id=f"{STATUS_TEST}: TestIsSuspended"),
+    ],
+)
+def test_a_condition_holds_only_while_true(type_: str) -> None:
+    assert has_condition([condition(type_)], type_)
+    assert not has_condition([condition(type_, "False")], type_)
+
+
+def test_conditions_follow_upstreams_update_rules() -> None:
+    """status_test.go: TestUpdateJobConditions. Running and Restarting replace each other in
+    place; Failed is appended and turns Running False."""
+    conditions: list[JSON] = []
+
+    def update(type_: str, reason: str) -> list[tuple[str, str, str, str]]:
+        nonlocal conditions
+        new = Condition(type=type_, status="True", reason=reason, message=reason)
+        conditions = set_condition(conditions, new, now=NOW)
+        return [(c["type"], c["status"], c["reason"], c["message"]) for c in conditions]
+
+    created = ("Created", "True", "Job Created", "Job Created")
+    running = ("Running", "True", "Job Running", "Job Running")
+    restarting = ("Restarting", "True", "Job Restarting", "Job Restarting")
+    assert update("Created", "Job Created") == [created]
+    assert update("Running", "Job Running") == [created, running]
+    assert update("Restarting", "Job Restarting") == [created, restarting]
+    assert update("Running", "Job Running") == [created, running]
+    assert update("Failed", "Job Failed") == [
+        created,
+        ("Running", "False", "Job Running", "Job Running"),
+        ("Failed", "True", "Job Failed", "Job Failed"),
+    ]
+
+
+def test_deprecated_nproc_per_node_gets_upstreams_warning_as_an_event() -> None:
+    """pytorchjob_webhook_test.go: Spec.ElasticPolicy.NProcPerNode are set. Upstream's webhook
+    warns at admission; a CRD cannot, so the job gets a Warning Event with upstream's text."""
+    raw = webhook_master_worker(elasticPolicy={"nProcPerNode": 1})
+    raw["metadata"].update(namespace="ns", uid=UID)
+    result = plan(raw, Observed(), now=NOW)
+    assert [(e.type, e.reason, e.message) for e in result.events if e.type == "Warning"] == [
+        (
+            "Warning",
+            "DeprecatedField",
+            "spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead",
+        )
+    ]

@@ -13,7 +13,10 @@ from tests.support.jobs import (
     INVALID_UPDATES,
     TORCHRUN_NPROC_FORMS,
     UPSTREAM_JOBS,
+    VALID,
     Invalid,
+    InvalidUpdate,
+    Valid,
     echo_with_nproc,
     queued_echo,
     upstream_job,
@@ -30,24 +33,25 @@ def test_every_nproc_form_torchrun_accepts_is_valid(value: str) -> None:
     assert validate(echo_with_nproc(value)) == []
 
 
+@pytest.mark.parametrize("case", VALID, ids=lambda case: case.id)
+def test_valid_job(case: Valid) -> None:
+    assert validate(case.job) == []
+
+
 @pytest.mark.parametrize("case", INVALID, ids=lambda case: case.id)
 def test_invalid_job(case: Invalid) -> None:
     errors = [(error.field, error.message) for error in validate(case.job)]
     assert (case.field, case.message) in errors
 
 
-@pytest.mark.parametrize(
-    ("edit", "field", "message"),
-    [c[1:] for c in INVALID_UPDATES],
-    ids=[c[0] for c in INVALID_UPDATES],
-)
-def test_invalid_update(edit, field: str, message: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("case", INVALID_UPDATES, ids=lambda case: case.id)
+def test_invalid_update(case: InvalidUpdate) -> None:
     old = queued_echo()
     new = copy.deepcopy(old)
-    edit(new)
+    case.edit(new)
     assert validate(new) == []  # fine as a new object...
     assert [(e.field, e.message) for e in validate(new, old=old)] == [
-        (field, message)
+        (case.field, case.message)
     ]  # ...not as a change
 
 
