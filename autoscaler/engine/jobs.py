@@ -3,12 +3,12 @@
 import logging
 import math
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from autoscaler import torchrun
 from autoscaler.api import coordinates as c
 from autoscaler.api.quantity import parse_resources
+from autoscaler.api.timestamps import parse_timestamp
 from autoscaler.engine.ports import ManagedJob, Owner
 
 JSON = Mapping[str, Any]
@@ -40,7 +40,7 @@ def managed_job(obj: JSON) -> ManagedJob | None:
         replicas=replicas,
         active=int(((status.get("replicaStatuses") or {}).get(c.WORKER) or {}).get("active") or 0),
         owner=owner(policy, annotations=annotations),
-        created=datetime.fromisoformat(metadata["creationTimestamp"].replace("Z", "+00:00")),
+        created=parse_timestamp(metadata["creationTimestamp"]),
         resources_per_replica=pod_requests(worker.get("template") or {}),
         weight=_weight(annotations),
         max_restarts=int(policy.get("maxRestarts") or torchrun.DEFAULT_MAX_RESTARTS),
