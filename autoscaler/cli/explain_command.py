@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from autoscaler.clients.jobs import hpa_status, managed_job, object_name
 from autoscaler.clients.kube import HPAS, JOBS, Kube, NotFoundError, api_client
 from autoscaler.engine.config import load_config
 from autoscaler.engine.explain import explain
@@ -52,7 +53,13 @@ def run_explain(args: argparse.Namespace) -> int:
         hpa = None
     finally:
         kube.close()
-    report = explain(obj, hpa=hpa, now=datetime.now(UTC), model=_model(args.config))
+    report = explain(
+        managed_job(obj),
+        name=object_name(obj),
+        hpa=hpa_status(hpa) if hpa is not None else None,
+        now=datetime.now(UTC),
+        model=_model(args.config),
+    )
     print(formatted(report, args.output))
     return 0
 

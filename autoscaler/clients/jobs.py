@@ -1,4 +1,5 @@
-"""A PyTorchJob as the engine sees it (`ManagedJob`), read from the API object (pure)."""
+"""Kubernetes JSON read into the engine's typed view: a PyTorchJob as `ManagedJob`, an HPA as
+`HpaStatus`, a pod's resource requests. Pure functions: the engine itself never sees raw JSON."""
 
 import logging
 import math
@@ -7,9 +8,10 @@ from typing import Any
 
 from autoscaler import torchrun
 from autoscaler.api import coordinates as c
+from autoscaler.api.defaults import default_bounds
 from autoscaler.api.quantity import parse_resources
 from autoscaler.api.timestamps import parse_timestamp
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.ports import HpaCondition, HpaStatus, ManagedJob, Owner
 
 JSON = Mapping[str, Any]
 log = logging.getLogger(__name__)
@@ -56,11 +58,35 @@ def managed_job(obj: JSON) -> ManagedJob | None:
 
 
 def _bounds(policy: JSON, *, replicas: int) -> tuple[int, int]:
-    """The operator's defaulting: a missing bound takes the other, both missing take replicas."""
-    low, high = policy.get("minReplicas"), policy.get("maxReplicas")
-    low = low if low is not None else high if high is not None else replicas
-    high = high if high is not None else low
+    """The bounds as the operator defaults them (see `default_bounds`)."""
+    low, high = default_bounds(
+        policy.get("minReplicas"), policy.get("maxReplicas"), replicas=replicas
+    )
     return int(low), int(high)
+
+
+def object_name(obj: JSON) -> str:
+    """`namespace/name` of any object, as kubectl names it."""
+    metadata = obj.get("metadata") or {}
+    return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+
+
+def hpa_status(hpa: JSON) -> HpaStatus:
+    """What `explain` shows of a HorizontalPodAutoscaler: its wish and its conditions."""
+    status = hpa.get("status") or {}
+    return HpaStatus(
+        name=hpa["metadata"]["name"],
+        desired_replicas=status.get("desiredReplicas"),
+        conditions=tuple(
+            HpaCondition(
+                type=cond.get("type", ""),
+                status=cond.get("status", ""),
+                reason=cond.get("reason", ""),
+                message=cond.get("message", ""),
+            )
+            for cond in status.get("conditions") or []
+        ),
+    )
 
 
 def owner(policy: JSON, *, annotations: Mapping[str, str]) -> Owner:
