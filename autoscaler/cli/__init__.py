@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from autoscaler.api.crd import crd
 from autoscaler.api.defaults import default_job
+from autoscaler.api.errors import first_error
 from autoscaler.api.manifests import ManifestError, load_jobs
 from autoscaler.api.models import PyTorchJob
 from autoscaler.api.validation import validate
@@ -47,9 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return USAGE_ERROR
     except ValidationError as error:  # the schema accepted what the models cannot represent
-        first = error.errors()[0]
-        field = ".".join(str(part) for part in first["loc"])
-        print(f"error: {field}: {first['msg']}", file=sys.stderr)
+        print(f"error: {first_error(error)}", file=sys.stderr)
         return USAGE_ERROR
 
 

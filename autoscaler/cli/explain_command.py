@@ -13,8 +13,8 @@ from autoscaler.clients.jobs import hpa_status, managed_job, object_name
 from autoscaler.clients.kube import HPAS, JOBS, Kube, NotFoundError, api_client
 from autoscaler.engine.config import load_config
 from autoscaler.engine.explain import explain
-from autoscaler.policies.registry import find
-from autoscaler.policies.speedup import reporting
+from autoscaler.policies.contract import reporting_of
+from autoscaler.policies.registry import build, find
 from autoscaler.policies.throughput_model import ThroughputModel
 
 
@@ -76,7 +76,7 @@ def _model(path: Path | None) -> ThroughputModel:
     """The throughput model of the engine's policy, when its config says one."""
     config = load_config(path)
     plugin = find(config.policy.name)
-    return reporting(plugin.config_model.model_validate(config.policy.config))[1]
+    return reporting_of(build(plugin, config.policy.config)).model
 
 
 def render(report: dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ from multiprocessing.queues import Queue
 from pathlib import Path
 
 from autoscaler.engine.engine import Engine
+from autoscaler.policies.contract import reporting_of
 from autoscaler.sim import report
 from autoscaler.sim.bounds import LowerBound, workload_bound
 from autoscaler.sim.bundled import DEFAULT_CONFIG
@@ -97,15 +98,16 @@ def run_policy(
     """Simulate the workload with the engine deciding by `choice`; `progress(jobs done)`."""
     started = time.perf_counter()
     policy = built(choice)
+    reporting = reporting_of(policy)
     sim = Simulation(workload=workload, profiles=profiles, config=config)
     engine = Engine(
         cluster=sim.cluster,
         throughput=sim.throughput,
-        policy=policy.policy,
+        policy=policy,
         policy_name=choice.name,
         config=engine_config(config, policy=choice.plugin, config=choice.config),
-        objective=policy.objective,
-        model=policy.model,
+        objective=reporting.objective,
+        model=reporting.model,
     )
     solves: list[float] = []
     fallbacks = 0
