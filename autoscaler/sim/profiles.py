@@ -184,15 +184,6 @@ def load_profiles(folder: Path) -> dict[str, Profile]:
     return profiles
 
 
-def format_profile(profile: Profile) -> str:
-    """The CSV text of a profile (what `parse_profile` reads back)."""
-    lines = [",".join([HEADER_FIRST, *map(str, profile.gpu_counts)])]
-    for row in profile.rows:
-        cells = ["" if rate is None else repr(rate) for rate in row.rates]
-        lines.append(",".join([str(row.batch_size), *cells]))
-    return "\n".join(lines) + "\n"
-
-
 def require_profile(
     profiles: Mapping[str, Profile], name: str, *, source: str, line: int | None
 ) -> Profile:

@@ -153,12 +153,6 @@ def read_text(path: Path) -> str:
         raise SimInputError(path, None, f"cannot read: {error}") from None
 
 
-def load_workload(
-    path: Path, *, profiles: Mapping[str, Profile] | None = None
-) -> tuple[WorkloadJob, ...]:
-    return parse_workload(read_text(path), source=str(path), profiles=profiles)
-
-
 def _number(value: float) -> str:
     return str(int(value)) if value.is_integer() else repr(value)
 
