@@ -27,7 +27,7 @@ from autoscaler.controller.builders import desired_objects
 from autoscaler.policies.registry import PolicyError
 
 USAGE_ERROR = 2
-DEMO_JOB = "elastic-resnet.yaml"
+EXAMPLE_JOB = "elastic-resnet.yaml"  # bundled in autoscaler.examples
 DEFAULT_NAMESPACE = "default"
 
 
@@ -75,9 +75,12 @@ def parser() -> argparse.ArgumentParser:
     add_engine_commands(commands)
     add_explain_command(commands)
     add_simulate_command(commands)
-    demo = commands.add_parser("demo", help="render the bundled example job")
-    demo.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
-    demo.set_defaults(command=run_demo)
+    # Not `demo`: `make demo` runs the simulator (`autoscaler simulate`); this only renders.
+    example = commands.add_parser(
+        "render-example", help="print every object the operator would create for a bundled job"
+    )
+    example.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    example.set_defaults(command=render_example)
     return root
 
 
@@ -113,8 +116,8 @@ def operator_view(job: dict[str, Any], *, namespace: str = DEFAULT_NAMESPACE) ->
     return parsed.model_copy(update={"metadata": metadata})
 
 
-def run_demo(args: argparse.Namespace) -> int:
-    with resources.as_file(resources.files("autoscaler.examples").joinpath(DEMO_JOB)) as path:
+def render_example(args: argparse.Namespace) -> int:
+    with resources.as_file(resources.files("autoscaler.examples").joinpath(EXAMPLE_JOB)) as path:
         return render_files(parser().parse_args(["render", "-f", str(path), "-o", args.output]))
 
 
