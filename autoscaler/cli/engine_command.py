@@ -165,14 +165,7 @@ def run_engine(args: argparse.Namespace) -> int:
         _schedule(engine, interval=config.interval_seconds, stop=stop, health=health)
 
     try:
-        return run_service(
-            args,
-            kube=kube,
-            registry=metrics.registry,
-            leader=metrics.leader,
-            work=work,
-            ready=health.ok,
-        )
+        return run_service(args, kube=kube, metrics=metrics, work=work, ready=health.ok)
     finally:
         engine.close()
         cluster.close()

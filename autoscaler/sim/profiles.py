@@ -113,16 +113,20 @@ def parse_positive_int(text: str, *, what: str, source: str, line: int) -> int:
     return value
 
 
-def _parse_rate(text: str, *, source: str, line: int) -> float | None:
-    if text == "" or text.lower() == "nan":
-        return None
+def parse_float(text: str, *, what: str, source: str, line: int) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise SimInputError(source, line, f"throughput {text!r} is not a number") from None
+        raise SimInputError(source, line, f"{what} {text!r} is not a number") from None
     if not math.isfinite(value) or value < 0:
-        raise SimInputError(source, line, f"throughput {text!r} is not a finite number >= 0")
+        raise SimInputError(source, line, f"{what} {text!r} is not a finite number >= 0")
     return value
+
+
+def _parse_rate(text: str, *, source: str, line: int) -> float | None:
+    if text == "" or text.lower() == "nan":  # a count that was not measured
+        return None
+    return parse_float(text, what="throughput", source=source, line=line)
 
 
 def _parse_header(fields: list[str], *, source: str) -> tuple[int, ...]:
