@@ -2,10 +2,15 @@
 # Build: docker build -t pytorch-elastic-autoscaler:0.1.0 .
 FROM python:3.11-slim AS build
 WORKDIR /src
+# The runtime dependencies exactly as locked (`make lock`), every file hash-checked, into
+# /install; a layer of its own, rebuilt only when the lock changes. No extras: no matplotlib.
+COPY requirements.lock ./
+RUN pip install --no-cache-dir --disable-pip-version-check --prefix=/install \
+        --require-hashes -r requirements.lock
+# Then the package alone: its dependencies are the locked ones above.
 COPY pyproject.toml README.md ./
 COPY autoscaler ./autoscaler
-# The package and its runtime dependencies only (no test or dev extras), into /install.
-RUN pip install --no-cache-dir --disable-pip-version-check --prefix=/install .
+RUN pip install --no-cache-dir --disable-pip-version-check --prefix=/install --no-deps .
 
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \

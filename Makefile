@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-unit e2e training-env bench-operator bench-optimizer bench-sim lint format docs docs-site crd dashboards openapi testenv system-deps clean
+.PHONY: help demo test test-unit e2e training-env bench-operator bench-optimizer bench-sim lint format docs docs-site crd dashboards openapi lock testenv system-deps clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -14,7 +14,7 @@ help: ## list the targets
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,dev]'
+	$(BIN)/pip install --quiet -e '.[test,dev,sim]'
 	touch $@
 
 demo: $(STAMP) ## compare the policies on the embedded default (no cluster needed)
@@ -74,6 +74,14 @@ crd: $(STAMP) ## regenerate deploy/crds from the models
 
 dashboards: $(STAMP) ## regenerate deploy/grafana from code
 	$(BIN)/python -m autoscaler.observability.dashboards deploy/grafana
+
+# The Dockerfile installs exactly these (hash-checked). Pins that still satisfy pyproject.toml are
+# kept; `make lock UPGRADE=1` moves every pin to the newest allowed. Hashes are PyPI's: a local
+# wheel folder in the environment (PIP_FIND_LINKS) is not consulted.
+lock: $(STAMP) ## regenerate requirements.lock: the runtime dependencies, pinned with hashes
+	env -u PIP_FIND_LINKS CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet --generate-hashes --strip-extras \
+	  --no-emit-index-url --no-emit-find-links $(if $(UPGRADE),--upgrade) \
+	  --output-file=requirements.lock pyproject.toml
 
 openapi: $(STAMP) testenv ## refresh the Kubernetes types snapshot from the pinned kube-apiserver
 	$(BIN)/python -m tests.support.openapi autoscaler/api/openapi/k8s-types.json

@@ -4,10 +4,12 @@ Upstream applies these in memory on every reconcile and never persists them; the
 additionally persists `replicas: 1` and `restartPolicy: OnFailure` so that `/scale` always works.
 """
 
-from typing import Any
+from typing import Any, TypeVar
 
 from autoscaler.api import coordinates as c
 from autoscaler.api.models import JSON, ElasticPolicy, PyTorchJob, ReplicaSpec, RunPolicy
+
+Fallback = TypeVar("Fallback", bound=int | None)
 
 
 def default_job(job: PyTorchJob) -> PyTorchJob:
@@ -78,15 +80,18 @@ def default_template_port(template: JSON) -> JSON:
 
 
 def default_elastic_policy(policy: ElasticPolicy, *, worker_replicas: int | None) -> ElasticPolicy:
-    """Missing bounds take the other bound, or the Worker replicas when both are missing."""
-    low, high = policy.min_replicas, policy.max_replicas
-    if low is None and high is None:
-        low = high = worker_replicas
-    elif low is None:
-        low = high
-    elif high is None:
-        high = low
+    """The policy with its bounds defaulted (`default_bounds`) from the Worker replicas."""
+    low, high = default_bounds(policy.min_replicas, policy.max_replicas, replicas=worker_replicas)
     return policy.model_copy(update={"min_replicas": low, "max_replicas": high})
+
+
+def default_bounds(
+    low: int | None, high: int | None, *, replicas: Fallback
+) -> tuple[int | Fallback, int | Fallback]:
+    """Missing bounds take the other bound, or the Worker `replicas` when both are missing."""
+    if high is None:
+        return (replicas, replicas) if low is None else (low, low)
+    return (high if low is None else low), high
 
 
 def default_nproc_per_node(

@@ -14,7 +14,6 @@ from pydantic.alias_generators import to_camel
 from autoscaler.api import coordinates as c
 
 JSON = dict[str, Any]
-ReplicaType = Literal["Master", "Worker"]
 RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
 CleanPodPolicy = Literal["None", "Running", "All"]
 RdzvBackend = Literal["c10d", "etcd", "etcd-v2"]

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from autoscaler.api.crd import crd
 from autoscaler.api.defaults import default_job
+from autoscaler.api.errors import first_error
 from autoscaler.api.manifests import ManifestError, load_jobs
 from autoscaler.api.models import PyTorchJob
 from autoscaler.api.validation import validate
@@ -26,7 +27,7 @@ from autoscaler.controller.builders import desired_objects
 from autoscaler.policies.registry import PolicyError
 
 USAGE_ERROR = 2
-DEMO_JOB = "elastic-resnet.yaml"
+EXAMPLE_JOB = "elastic-resnet.yaml"  # bundled in autoscaler.examples
 DEFAULT_NAMESPACE = "default"
 
 
@@ -47,9 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return USAGE_ERROR
     except ValidationError as error:  # the schema accepted what the models cannot represent
-        first = error.errors()[0]
-        field = ".".join(str(part) for part in first["loc"])
-        print(f"error: {field}: {first['msg']}", file=sys.stderr)
+        print(f"error: {first_error(error)}", file=sys.stderr)
         return USAGE_ERROR
 
 
@@ -76,9 +75,12 @@ def parser() -> argparse.ArgumentParser:
     add_engine_commands(commands)
     add_explain_command(commands)
     add_simulate_command(commands)
-    demo = commands.add_parser("demo", help="render the bundled example job")
-    demo.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
-    demo.set_defaults(command=run_demo)
+    # Not `demo`: `make demo` runs the simulator (`autoscaler simulate`); this only renders.
+    example = commands.add_parser(
+        "render-example", help="print every object the operator would create for a bundled job"
+    )
+    example.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    example.set_defaults(command=render_example)
     return root
 
 
@@ -114,8 +116,8 @@ def operator_view(job: dict[str, Any], *, namespace: str = DEFAULT_NAMESPACE) ->
     return parsed.model_copy(update={"metadata": metadata})
 
 
-def run_demo(args: argparse.Namespace) -> int:
-    with resources.as_file(resources.files("autoscaler.examples").joinpath(DEMO_JOB)) as path:
+def render_example(args: argparse.Namespace) -> int:
+    with resources.as_file(resources.files("autoscaler.examples").joinpath(EXAMPLE_JOB)) as path:
         return render_files(parser().parse_args(["render", "-f", str(path), "-o", args.output]))
 
 

@@ -8,7 +8,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Gauge
 
@@ -66,12 +66,21 @@ def configure_logging() -> None:
     )
 
 
+class ServiceMetrics(Protocol):
+    """What every service's metrics have: the registry /metrics serves, the leader gauge."""
+
+    @property
+    def registry(self) -> CollectorRegistry: ...
+
+    @property
+    def leader(self) -> Gauge: ...
+
+
 def run_service(
     args: argparse.Namespace,
     *,
     kube: Kube,
-    registry: CollectorRegistry,
-    leader: Gauge,
+    metrics: ServiceMetrics,
     work: Callable[[threading.Event], None],
     ready: Callable[[], bool] = lambda: True,
 ) -> int:
@@ -92,12 +101,12 @@ def run_service(
         stop.set()
 
     host, port = metrics_address(args)
-    server = serve(host=host, port=port, registry=registry, healthy=healthy)
+    server = serve(host=host, port=port, registry=metrics.registry, healthy=healthy)
     log.info("serving /metrics and /healthz on %s:%d", host, server.server_port)
     try:
         if elector_ is not None:
             elector_.run(stop, on_lost=on_lost)
-            leader.set(1 if elector_.is_leader.is_set() else 0)
+            metrics.leader.set(1 if elector_.is_leader.is_set() else 0)
         if not stop.is_set():
             work(stop)
     finally:

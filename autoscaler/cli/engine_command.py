@@ -12,7 +12,6 @@ from typing import Any
 
 import yaml
 from apscheduler.schedulers.background import BackgroundScheduler
-from pydantic import BaseModel
 
 from autoscaler.cli.common import add_service_arguments, configure_logging, run_service
 from autoscaler.clients.engine_cluster import KubeCluster
@@ -23,15 +22,16 @@ from autoscaler.engine.engine import Engine
 from autoscaler.metrics_contract import DEFAULT_QUERY_TEMPLATE
 from autoscaler.observability.decision_log import DecisionLog
 from autoscaler.observability.engine_metrics import engine_metrics
-from autoscaler.policies.contract import Policy, Snapshot
+from autoscaler.policies.contract import Policy, Snapshot, reporting_of
 from autoscaler.policies.registry import (
     DEFAULT_POLICY,
     PolicyError,
+    build,
     find,
     installed,
     load_entry,
 )
-from autoscaler.policies.speedup import objective_value, reporting
+from autoscaler.policies.speedup import objective_value
 
 log = logging.getLogger(__name__)
 
@@ -86,18 +86,19 @@ def list_policies(args: argparse.Namespace) -> int:
 def decide_once(args: argparse.Namespace) -> int:
     snapshot = Snapshot.model_validate_json(args.snapshot.read_text())
     plugin = find(args.policy)
-    config = plugin.config_model.model_validate(_read_mapping(args.config) if args.config else {})
-    policy = plugin.build(config)
+    policy = build(plugin, _read_mapping(args.config) if args.config else {})
     started = time.perf_counter()
     decisions = policy.decide(snapshot, now=datetime.now(UTC))
     seconds = time.perf_counter() - started
-    objective, model = reporting(config)
+    reporting = reporting_of(policy)
     replicas = {decision.key: decision.replicas for decision in decisions}
     print(
         json.dumps(
             {
                 "policy": plugin.name,
-                "objective": objective_value(snapshot, replicas, objective=objective, model=model),
+                "objective": objective_value(
+                    snapshot, replicas, objective=reporting.objective, model=reporting.model
+                ),
                 "solve_seconds": seconds,
                 "decisions": [
                     {
@@ -123,19 +124,19 @@ def _read_mapping(path: Path) -> dict[str, Any]:
     return data
 
 
-def policy_from(config: EngineConfig) -> tuple[str, Policy, BaseModel]:
+def policy_from(config: EngineConfig) -> tuple[str, Policy]:
+    """The configured policy and its plug-in's name."""
     plugin = find(config.policy.name)
-    parsed = plugin.config_model.model_validate(config.policy.config)
-    return plugin.name, plugin.build(parsed), parsed
+    return plugin.name, build(plugin, config.policy.config)
 
 
 def run_engine(args: argparse.Namespace) -> int:
     configure_logging()
     config = load_config(args.config)
-    name, policy, policy_config = policy_from(config)
+    name, policy = policy_from(config)
     kube = Kube(api_client(kubeconfig=args.kubeconfig))
     metrics = engine_metrics()
-    objective, model = reporting(policy_config)
+    reporting = reporting_of(policy)
     source = config.prometheus
     cluster = KubeCluster(kube, namespaces=config.namespaces)
     throughput = PrometheusThroughput(
@@ -152,8 +153,8 @@ def run_engine(args: argparse.Namespace) -> int:
         policy=policy,
         policy_name=name,
         config=config,
-        objective=objective,
-        model=model,
+        objective=reporting.objective,
+        model=reporting.model,
         metrics=metrics,
         decision_log=DecisionLog(config.decision_log) if config.decision_log else None,
     )
@@ -164,14 +165,7 @@ def run_engine(args: argparse.Namespace) -> int:
         _schedule(engine, interval=config.interval_seconds, stop=stop, health=health)
 
     try:
-        return run_service(
-            args,
-            kube=kube,
-            registry=metrics.registry,
-            leader=metrics.leader,
-            work=work,
-            ready=health.ok,
-        )
+        return run_service(args, kube=kube, metrics=metrics, work=work, ready=health.ok)
     finally:
         engine.close()
         cluster.close()

@@ -9,11 +9,12 @@ from typing import Any
 
 import yaml
 
+from autoscaler.clients.jobs import hpa_status, managed_job, object_name
 from autoscaler.clients.kube import HPAS, JOBS, Kube, NotFoundError, api_client
 from autoscaler.engine.config import load_config
 from autoscaler.engine.explain import explain
-from autoscaler.policies.registry import find
-from autoscaler.policies.speedup import reporting
+from autoscaler.policies.contract import reporting_of
+from autoscaler.policies.registry import build, find
 from autoscaler.policies.throughput_model import ThroughputModel
 
 
@@ -52,7 +53,13 @@ def run_explain(args: argparse.Namespace) -> int:
         hpa = None
     finally:
         kube.close()
-    report = explain(obj, hpa=hpa, now=datetime.now(UTC), model=_model(args.config))
+    report = explain(
+        managed_job(obj),
+        name=object_name(obj),
+        hpa=hpa_status(hpa) if hpa is not None else None,
+        now=datetime.now(UTC),
+        model=_model(args.config),
+    )
     print(formatted(report, args.output))
     return 0
 
@@ -69,7 +76,7 @@ def _model(path: Path | None) -> ThroughputModel:
     """The throughput model of the engine's policy, when its config says one."""
     config = load_config(path)
     plugin = find(config.policy.name)
-    return reporting(plugin.config_model.model_validate(config.policy.config))[1]
+    return reporting_of(build(plugin, config.policy.config)).model
 
 
 def render(report: dict[str, Any]) -> str:

@@ -48,13 +48,7 @@ def run_operator(args: argparse.Namespace) -> int:
         operator.run(stop)
 
     try:
-        return run_service(
-            args,
-            kube=kube,
-            registry=metrics.registry,
-            leader=metrics.leader,
-            work=work,
-            ready=operator.healthy,  # once its caches are synced
-        )
+        # Ready once its caches are synced.
+        return run_service(args, kube=kube, metrics=metrics, work=work, ready=operator.healthy)
     finally:
         kube.close()

@@ -5,6 +5,7 @@ With no arguments: the bundled default (72 ITP jobs on ElasticFlow's A100 profil
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -84,7 +85,17 @@ def _fraction(text: str) -> float:
     return value
 
 
+# matplotlib is the `sim` extra: the operator's image does not carry it.
+NO_MATPLOTLIB = (
+    "--out draws its plots with matplotlib, which is not installed:"
+    " pip install 'pytorch-elastic-autoscaler[sim]'"
+)
+
+
 def run_simulate(args: argparse.Namespace) -> int:
+    if args.out is not None and importlib.util.find_spec("matplotlib") is None:
+        print(f"error: {NO_MATPLOTLIB}", file=sys.stderr)  # before the minutes of simulation
+        return USAGE_ERROR
     try:
         jobs, profiles = read_inputs(args.workload, args.profiles)
         config = replace(

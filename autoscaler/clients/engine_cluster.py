@@ -9,9 +9,9 @@ from kubernetes.client.exceptions import ApiException
 
 from autoscaler.api import coordinates as c
 from autoscaler.api.quantity import parse_resources
+from autoscaler.clients.jobs import managed_job, pod_requests
 from autoscaler.clients.kube import JOBS, PODS, ConflictError, Kube, NotFoundError, Resource
 from autoscaler.clients.recorder import EventRecorder
-from autoscaler.engine.jobs import managed_job, pod_requests
 from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
 from autoscaler.observability.events import job_event
 

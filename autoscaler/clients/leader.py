@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from autoscaler.api.timestamps import format_micro_timestamp
 from autoscaler.clients.kube import LEASES, ConflictError, Kube, NotFoundError
 
 JSON = dict[str, Any]
 log = logging.getLogger(__name__)
-MICRO = "%Y-%m-%dT%H:%M:%S.%fZ"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,7 +126,7 @@ class LeaderElector:
         return True
 
     def _write(self, lease: JSON | None, *, acquiring: bool) -> None:
-        now = self.clock().strftime(MICRO)
+        now = format_micro_timestamp(self.clock())
         spec = dict((lease or {}).get("spec") or {})
         spec.update(
             holderIdentity=self.identity,

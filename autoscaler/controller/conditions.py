@@ -5,6 +5,7 @@ from datetime import datetime
 from typing import Any
 
 from autoscaler.api.models import JSON
+from autoscaler.api.timestamps import format_timestamp
 
 CREATED, RUNNING, RESTARTING = "Created", "Running", "Restarting"
 SUCCEEDED, SUSPENDED, FAILED = "Succeeded", "Suspended", "Failed"
@@ -25,10 +26,6 @@ def reason(suffix: str) -> str:
     return f"{REASON_PREFIX}{suffix}"
 
 
-def timestamp(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def has_condition(conditions: list[JSON], type_: str, status: str = "True") -> bool:
     return any(cond["type"] == type_ and cond["status"] == status for cond in conditions)
 
@@ -44,7 +41,7 @@ def set_condition(conditions: list[JSON], new: Condition, *, now: datetime) -> l
     current = next((cond for cond in conditions if cond["type"] == new.type), None)
     if current and current["status"] == new.status and current.get("reason") == new.reason:
         return conditions
-    stamp = timestamp(now)
+    stamp = format_timestamp(now)
     kept = current is not None and current["status"] == new.status
     entry = {
         "type": new.type,
@@ -77,6 +74,6 @@ def set_side_condition(
         return rest
     if current and (current["status"], current.get("reason")) == (new.status, new.reason):
         return [current, *rest]
-    stamp = timestamp(now)
+    stamp = format_timestamp(now)
     entry: dict[str, Any] = {**new.__dict__, "lastUpdateTime": stamp, "lastTransitionTime": stamp}
     return [entry, *rest]

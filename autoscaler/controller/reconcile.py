@@ -14,6 +14,7 @@ from typing import Any
 from autoscaler.api import coordinates as c
 from autoscaler.api.defaults import default_job
 from autoscaler.api.models import JSON, PyTorchJob
+from autoscaler.api.timestamps import format_timestamp, parse_timestamp
 from autoscaler.controller import conditions as cond
 from autoscaler.controller.builders import (
     UPSTREAM_DEFAULTS,
@@ -216,7 +217,7 @@ class _Planner:
         completed = self.status.get("completionTime")
         if ttl is None or completed is None:
             return
-        remaining = (_parse_time(completed) + timedelta(seconds=ttl) - self.now).total_seconds()
+        remaining = (parse_timestamp(completed) + timedelta(seconds=ttl) - self.now).total_seconds()
         if remaining <= 0:
             self.result.delete_job = True
         else:
@@ -238,7 +239,7 @@ class _Planner:
             message = f"PyTorchJob {self.job.name} is resumed."
             self.condition(cond.SUSPENDED, "False", "Resumed", message)
             self.event("Normal", cond.reason("Resumed"), message)
-            self.status["startTime"] = cond.timestamp(self.now)
+            self.status["startTime"] = format_timestamp(self.now)
 
     def past_limits(self) -> str | None:
         """Why the job must fail now (backoff limit or deadline), else None."""
@@ -247,7 +248,7 @@ class _Planner:
             return "it has reached the specified backoff limit"
         deadline, started = policy.active_deadline_seconds, self.status.get("startTime")
         if deadline is not None and started is not None:
-            remaining = deadline - (self.now - _parse_time(started)).total_seconds()
+            remaining = deadline - (self.now - parse_timestamp(started)).total_seconds()
             if remaining <= 0:
                 return "it was active longer than specified deadline"
             self.result.requeue_after = remaining
@@ -272,7 +273,7 @@ class _Planner:
 
     def fail_job(self, why: str) -> None:
         self.delete_everything()
-        self.status.setdefault("completionTime", cond.timestamp(self.now))
+        self.status.setdefault("completionTime", format_timestamp(self.now))
         message = f"Job {self.job.name} has failed because {why}"
         self.condition(cond.FAILED, "True", "Failed", message)
         self.event("Normal", cond.reason("Failed"), message)
@@ -288,7 +289,7 @@ class _Planner:
                     replica_type, replicas=spec.replicas or 0
                 )
                 self.reconcile_services(replica_type, replicas=spec.replicas or 0)
-        self.status.setdefault("startTime", cond.timestamp(self.now))
+        self.status.setdefault("startTime", format_timestamp(self.now))
         self.status["replicaStatuses"] = statuses
         self.update_conditions(statuses)
 
@@ -351,7 +352,7 @@ class _Planner:
             self.event("Warning", cond.reason("Restarting"), message)
             self.condition(cond.RESTARTING, "True", "Restarting", message)
         elif policy == "ExitCode":
-            self.status.setdefault("completionTime", cond.timestamp(self.now))
+            self.status.setdefault("completionTime", format_timestamp(self.now))
             message = (
                 f'job "{self.job.name}" is failing because "{replica_type}" replica(s) failed.'
             )
@@ -428,13 +429,13 @@ class _Planner:
     def succeed(self, message: str) -> None:
         if not cond.has_condition(self.status["conditions"], cond.SUCCEEDED):
             self.event("Normal", cond.reason("Succeeded"), message)
-        self.status.setdefault("completionTime", cond.timestamp(self.now))
+        self.status.setdefault("completionTime", format_timestamp(self.now))
         self.condition(cond.SUCCEEDED, "True", "Succeeded", message)
 
     def replica_failures(self, replica_type: str, *, failed: int, never: bool) -> None:
         what = f"because {failed} {replica_type} replica(s) failed."
         if never:
-            self.status.setdefault("completionTime", cond.timestamp(self.now))
+            self.status.setdefault("completionTime", format_timestamp(self.now))
             self.condition(
                 cond.FAILED, "True", "Failed", f"PyTorchJob {self.job.name} is failed {what}"
             )
@@ -514,7 +515,3 @@ def lifecycle(before: list[JSON], after: list[JSON], events: list[Event]) -> lis
     ]
     restarts = sum(event.reason == cond.reason("Restarting") for event in events)
     return [*became, *["restarted"] * restarts]
-
-
-def _parse_time(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))

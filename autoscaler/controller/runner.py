@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from autoscaler.api import coordinates as c
+from autoscaler.api.errors import first_error
 from autoscaler.clients.informer import Informer, ObjectKey
 from autoscaler.clients.kube import (
     BY_KIND,
@@ -258,9 +259,7 @@ class Operator:
         )
         if self._rejected.get(key) != generation:
             self._rejected[key] = generation
-            first = error.errors()[0]
-            field = ".".join(str(part) for part in first["loc"])
-            self._record(job, "Warning", "InvalidSpec", f"{field}: {first['msg']}")
+            self._record(job, "Warning", "InvalidSpec", first_error(error))
 
     def observe(self, job: JSON) -> Observed:
         key = (job["metadata"]["namespace"], job["metadata"]["name"])

@@ -5,8 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from autoscaler.engine.jobs import managed_job
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.ports import HpaStatus, ManagedJob, Owner
 from autoscaler.engine.settle import restarts_left
 from autoscaler.engine.snapshot import job_snapshot
 from autoscaler.engine.state import JobState
@@ -21,14 +20,22 @@ OWNERS = {
 }
 
 
-def explain(obj: JSON, *, hpa: JSON | None, now: datetime, model: ThroughputModel) -> JSON:
-    """The job's owner, bounds, throughput points and fitted curve, and its latest decisions."""
-    job = managed_job(obj)
+def explain(
+    job: ManagedJob | None,
+    *,
+    name: str,
+    hpa: HpaStatus | None,
+    now: datetime,
+    model: ThroughputModel,
+) -> JSON:
+    """The job's owner, bounds, throughput points and fitted curve, and its latest decisions.
+
+    `job`: None when the PyTorchJob `name` (`namespace/name`) is not elastic."""
     if job is None:
-        return {"job": _name(obj), "elastic": False, "owner": "the operator only: not elastic"}
+        return {"job": name, "elastic": False, "owner": "the operator only: not elastic"}
     state = JobState.from_json(job.state)
     return {
-        "job": _name(obj),
+        "job": name,
         "elastic": True,
         "owner": job.owner.value,
         "owner_explained": OWNERS[job.owner],
@@ -46,22 +53,14 @@ def explain(obj: JSON, *, hpa: JSON | None, now: datetime, model: ThroughputMode
     }
 
 
-def _name(obj: JSON) -> str:
-    metadata = obj.get("metadata") or {}
-    return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
-
-
-def _hpa(hpa: JSON | None) -> JSON | None:
+def _hpa(hpa: HpaStatus | None) -> JSON | None:
     if hpa is None:
         return None
-    status = hpa.get("status") or {}
     return {
-        "name": hpa["metadata"]["name"],
-        "desired_replicas": status.get("desiredReplicas"),
+        "name": hpa.name,
+        "desired_replicas": hpa.desired_replicas,
         "conditions": [
-            f"{cond.get('type')}={cond.get('status')} {cond.get('reason', '')}:"
-            f" {cond.get('message', '')}"
-            for cond in status.get("conditions") or []
+            f"{cond.type}={cond.status} {cond.reason}: {cond.message}" for cond in hpa.conditions
         ],
     }
 

@@ -23,7 +23,8 @@ class Owner(StrEnum):
 
 @dataclass(frozen=True)
 class ManagedJob:
-    """An elastic job as read from the cluster, before any decision."""
+    """An elastic job as read from the cluster, before any decision: typed at the edge
+    (`autoscaler.clients.jobs` from Kubernetes JSON, `autoscaler.sim` from its own state)."""
 
     namespace: str
     name: str
@@ -46,6 +47,23 @@ class ManagedJob:
     @property
     def key(self) -> JobKey:
         return (self.namespace, self.name)
+
+
+@dataclass(frozen=True)
+class HpaCondition:
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class HpaStatus:
+    """A job's HorizontalPodAutoscaler as `explain` shows it (HPA-owned jobs only)."""
+
+    name: str
+    desired_replicas: int | None
+    conditions: tuple[HpaCondition, ...] = ()
 
 
 @dataclass(frozen=True)

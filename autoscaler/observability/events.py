@@ -5,6 +5,7 @@ from datetime import datetime
 from typing import Any
 
 from autoscaler.api import coordinates as c
+from autoscaler.api.timestamps import format_timestamp
 
 JSON = dict[str, Any]
 COMPONENT = c.OPERATOR_NAME
@@ -20,7 +21,7 @@ def job_event(
     component: str = COMPONENT,
 ) -> JSON:
     metadata = job["metadata"]
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = format_timestamp(now)
     return {
         "apiVersion": "v1",
         "kind": "Event",

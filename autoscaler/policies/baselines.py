@@ -7,7 +7,14 @@ from datetime import datetime
 
 from pydantic import Field, PositiveFloat
 
-from autoscaler.policies.contract import Decision, JobSnapshot, PolicyConfig, PolicyPlugin, Snapshot
+from autoscaler.policies.contract import (
+    Decision,
+    JobSnapshot,
+    PolicyConfig,
+    PolicyPlugin,
+    Reporting,
+    Snapshot,
+)
 from autoscaler.policies.global_optimizer import GPU
 from autoscaler.policies.speedup import current_count, job_curve
 from autoscaler.policies.throughput_model import ThroughputModel
@@ -135,6 +142,8 @@ class HpaLike:
 
     def __init__(self, config: HpaLikeConfig) -> None:
         self.config = config
+        # Scored by the default objective, on the curves its efficiencies come from.
+        self.reporting = Reporting(model=config.model)
 
     def decide(self, snapshot: Snapshot, *, now: datetime) -> Sequence[Decision]:
         return [self._one(job) for job in snapshot.jobs]

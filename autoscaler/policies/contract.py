@@ -6,11 +6,14 @@ Field names of `Snapshot` and `Decision` are a public contract (JSON schema in
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt, model_validator
+
+from autoscaler.policies.objective import Objective
+from autoscaler.policies.throughput_model import ThroughputModel
 
 
 class JobSnapshot(BaseModel):
@@ -131,6 +134,37 @@ class Policy(Protocol):
     """Decides every job's worker count from a snapshot. Pure: no I/O, no wall clock."""
 
     def decide(self, snapshot: Snapshot, *, now: datetime) -> Sequence[Decision]: ...
+
+
+@dataclass(frozen=True)
+class Reporting:
+    """How the engine scores a policy's rounds in its reports (the decision log, the objective
+    metric, `autoscaler decide`, the simulator): the objective of the decided counts, with each
+    job's throughput curve from `model`. It only scores: it never changes a decision."""
+
+    objective: Objective = field(default_factory=Objective)
+    model: ThroughputModel = field(default_factory=ThroughputModel)
+
+
+@runtime_checkable
+class ReportingPolicy(Policy, Protocol):
+    """A policy that states how its rounds are scored. Optional: a policy without `reporting`
+    is scored with `Reporting()`, the default objective and throughput model."""
+
+    @property
+    def reporting(self) -> Reporting: ...
+
+
+def reporting_of(policy: Policy) -> Reporting:
+    """The policy's own `reporting`, else the defaults; a `reporting` of another type is an
+    error (the registry reports it when the policy is built)."""
+    if not isinstance(policy, ReportingPolicy):
+        return Reporting()
+    declared: object = policy.reporting
+    if not isinstance(declared, Reporting):
+        kind = type(declared).__name__
+        raise TypeError(f"{type(policy).__name__}.reporting is a {kind}, not a Reporting")
+    return declared
 
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)

@@ -17,7 +17,14 @@ import numpy as np
 from pydantic import Field, PositiveFloat
 
 from autoscaler.api import coordinates as c
-from autoscaler.policies.contract import Decision, JobSnapshot, PolicyConfig, PolicyPlugin, Snapshot
+from autoscaler.policies.contract import (
+    Decision,
+    JobSnapshot,
+    PolicyConfig,
+    PolicyPlugin,
+    Reporting,
+    Snapshot,
+)
 from autoscaler.policies.objective import Floats, Objective
 from autoscaler.policies.solver import (
     Allocation,
@@ -72,10 +79,13 @@ class GlobalOptimizer:
         *,
         solve: Solve | None = None,
         reason: str = "OptimalAllocation",
+        reporting: Reporting | None = None,
     ) -> None:
         self.config = config
         self.solve: Solve = solve or self._exact
         self.reason = reason
+        # Scored by the objective it optimises, on the curves it decides from.
+        self.reporting = reporting or Reporting(objective=config.objective, model=config.model)
 
     def _exact(self, **problem: object) -> Allocation:
         return solve_allocation(**problem, max_gap=self.config.max_gap)  # type: ignore[arg-type]
@@ -184,7 +194,9 @@ def speedup_greedy(config: GreedyConfig) -> GlobalOptimizer:
     """Marginal allocation on (log) speedup: the next worker to the job whose speedup gains most
     per resource, blind to the work left (how Optimus' allocation is often reimplemented)."""
     pure = SpeedupOptimizerConfig(resource=config.resource, restart_seconds=0.0, model=config.model)
-    return GlobalOptimizer(pure, solve=greedy_allocation, reason="MarginalGain")
+    return GlobalOptimizer(
+        pure, solve=greedy_allocation, reason="MarginalGain", reporting=_greedy_reporting(config)
+    )
 
 
 def optimus(config: GreedyConfig) -> GlobalOptimizer:
@@ -195,7 +207,18 @@ def optimus(config: GreedyConfig) -> GlobalOptimizer:
     pure = GlobalOptimizerConfig(
         objective=remaining, resource=config.resource, restart_seconds=0.0, model=config.model
     )
-    return GlobalOptimizer(pure, solve=greedy_allocation, reason="RemainingTimeGain")
+    return GlobalOptimizer(
+        pure,
+        solve=greedy_allocation,
+        reason="RemainingTimeGain",
+        reporting=_greedy_reporting(config),
+    )
+
+
+def _greedy_reporting(config: GreedyConfig) -> Reporting:
+    """The greedy allocators have no objective to configure: they are scored as the baselines
+    are, by the default objective, on the curves of their own model."""
+    return Reporting(model=config.model)
 
 
 SPEEDUP_GREEDY = PolicyPlugin(

@@ -13,7 +13,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from autoscaler.policies.contract import Policy, PolicyPlugin
+from autoscaler.api.errors import first_error
+from autoscaler.policies.contract import Policy, PolicyPlugin, reporting_of
 
 GROUP = "autoscaler.policies"
 DEFAULT_POLICY = "global-optimizer"
@@ -66,15 +67,24 @@ def find(reference: str) -> PolicyPlugin[Any]:
     return load_entry(entries[reference])
 
 
-def build(plugin: PolicyPlugin[Any], config: Mapping[str, Any] | None = None) -> Policy:
-    """The plug-in's policy from a config mapping, validated by the plug-in's model."""
+def build(
+    plugin: PolicyPlugin[Any], config: Mapping[str, Any] | None = None, *, label: str = ""
+) -> Policy:
+    """The plug-in's policy from a config mapping, validated by the plug-in's model, with its
+    `reporting` checked. The one way every command builds a policy, so that a bad config reads
+    the same everywhere: `policy 'NAME': field: message` (`label` names it instead of the
+    plug-in's name, e.g. a simulator line-up entry)."""
+    name = label or plugin.name
     try:
         parsed = plugin.config_model.model_validate(dict(config or {}))
     except ValidationError as error:
-        first = error.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "config"
-        raise PolicyError(f"policy {plugin.name!r}: {field}: {first['msg']}") from error
-    return plugin.build(parsed)
+        raise PolicyError(f"policy {name!r}: {first_error(error)}") from error
+    policy = plugin.build(parsed)
+    try:
+        reporting_of(policy)
+    except TypeError as error:
+        raise PolicyError(f"policy {name!r}: {error}") from error
+    return policy
 
 
 def _checked(plugin: object, *, origin: str) -> PolicyPlugin[Any]:

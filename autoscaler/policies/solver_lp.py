@@ -17,7 +17,6 @@ import numpy.typing as npt
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]
-Bools = npt.NDArray[np.bool_]
 
 # Points this close to the best slope count as collinear, so an envelope through linearly
 # interpolated curves jumps straight to the far end (far fewer vertices and iterations).

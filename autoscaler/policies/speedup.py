@@ -5,7 +5,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel
 
 from autoscaler.policies.contract import JobSnapshot, Snapshot
 from autoscaler.policies.objective import Objective
@@ -112,14 +111,3 @@ def objective_value(
             quantities.append(per_job[index])
             weights.append(job.weight)
     return objective.value(np.array(quantities), weights=np.array(weights))
-
-
-def reporting(config: BaseModel | None) -> tuple[Objective, ThroughputModel]:
-    """The objective and throughput model a policy's rounds are reported by: the policy's own
-    when its config has them (as the global optimizer's does), else the defaults."""
-    objective = getattr(config, "objective", None)
-    model = getattr(config, "model", None)
-    return (
-        objective if isinstance(objective, Objective) else Objective(),
-        model if isinstance(model, ThroughputModel) else ThroughputModel(),
-    )

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 from autoscaler.api import coordinates as c
 from autoscaler.engine.ports import JobKey, ManagedJob, Owner, Progress, ScaleResult
-from autoscaler.sim.state import JobState, Phase, SimState
+from autoscaler.sim.state import Phase, SimJob, SimState
 
 GPU = c.GPU_RESOURCE
 
@@ -61,7 +61,7 @@ class SimCluster:
         visible = (Phase.QUEUED, Phase.RUNNING, Phase.FINISHED)
         return [self._managed(job) for job in self._state.jobs if job.phase in visible]
 
-    def _managed(self, job: JobState) -> ManagedJob:
+    def _managed(self, job: SimJob) -> ManagedJob:
         spec = job.spec
         return ManagedJob(
             namespace=self.namespace,
@@ -83,7 +83,7 @@ class SimCluster:
     def capacity(self) -> Mapping[str, float]:
         return {GPU: float(self._state.total_gpus)}
 
-    def _find(self, job: ManagedJob) -> JobState | None:
+    def _find(self, job: ManagedJob) -> SimJob | None:
         if job.namespace != self.namespace:
             return None
         found = self._state.by_name.get(job.name)
@@ -149,7 +149,7 @@ class SimThroughput:
             if state is not None
         }
 
-    def _running(self, job: ManagedJob) -> JobState | None:
+    def _running(self, job: ManagedJob) -> SimJob | None:
         """The simulated job behind `job` while it runs, else None."""
         found = self._state.by_name.get(job.name) if job.namespace == self.namespace else None
         return found if found is not None and found.phase is Phase.RUNNING else None

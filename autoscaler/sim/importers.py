@@ -20,8 +20,8 @@ from pathlib import Path
 
 from autoscaler.sim.errors import SimInputError
 from autoscaler.sim.pollux import pollux_iterations
-from autoscaler.sim.profiles import Profile, csv_records, parse_positive_int
-from autoscaler.sim.workload import WorkloadJob, check_job, job_profile, parse_float, read_text
+from autoscaler.sim.profiles import Profile, csv_records, parse_float, parse_positive_int
+from autoscaler.sim.workload import WorkloadJob, check_job, job_profile, read_text
 
 
 def largest_fitting(profile: Profile, batch_size: int) -> int:

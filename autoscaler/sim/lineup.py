@@ -10,13 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
-
 from autoscaler.policies.contract import Policy
-from autoscaler.policies.objective import Objective
-from autoscaler.policies.registry import PolicyError, find
-from autoscaler.policies.speedup import reporting
-from autoscaler.policies.throughput_model import ThroughputModel
+from autoscaler.policies.registry import PolicyError, build, find
 
 
 @dataclass(frozen=True)
@@ -67,19 +62,6 @@ def lineup(references: Iterable[str | PolicyChoice]) -> tuple[PolicyChoice, ...]
     return choices
 
 
-@dataclass(frozen=True)
-class Built:
-    policy: Policy
-    objective: Objective  # what the engine reports: the policy's own, else the default
-    model: ThroughputModel
-
-
-def built(choice: PolicyChoice) -> Built:
-    """The choice's policy, with the objective and model its rounds are reported by."""
-    plugin = find(choice.plugin)
-    try:
-        parsed: BaseModel = plugin.config_model.model_validate(dict(choice.config))
-    except ValueError as error:
-        raise PolicyError(f"policy {choice.name!r}: {error}") from error
-    objective, model = reporting(parsed)
-    return Built(policy=plugin.build(parsed), objective=objective, model=model)
+def built(choice: PolicyChoice) -> Policy:
+    """The choice's policy; a bad config is an error naming the choice."""
+    return build(find(choice.plugin), choice.config, label=choice.name)

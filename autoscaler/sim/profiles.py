@@ -113,16 +113,20 @@ def parse_positive_int(text: str, *, what: str, source: str, line: int) -> int:
     return value
 
 
-def _parse_rate(text: str, *, source: str, line: int) -> float | None:
-    if text == "" or text.lower() == "nan":
-        return None
+def parse_float(text: str, *, what: str, source: str, line: int) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise SimInputError(source, line, f"throughput {text!r} is not a number") from None
+        raise SimInputError(source, line, f"{what} {text!r} is not a number") from None
     if not math.isfinite(value) or value < 0:
-        raise SimInputError(source, line, f"throughput {text!r} is not a finite number >= 0")
+        raise SimInputError(source, line, f"{what} {text!r} is not a finite number >= 0")
     return value
+
+
+def _parse_rate(text: str, *, source: str, line: int) -> float | None:
+    if text == "" or text.lower() == "nan":  # a count that was not measured
+        return None
+    return parse_float(text, what="throughput", source=source, line=line)
 
 
 def _parse_header(fields: list[str], *, source: str) -> tuple[int, ...]:
@@ -182,15 +186,6 @@ def load_profiles(folder: Path) -> dict[str, Profile]:
     if not profiles:
         raise SimInputError(folder, None, "no *.csv profile in this folder")
     return profiles
-
-
-def format_profile(profile: Profile) -> str:
-    """The CSV text of a profile (what `parse_profile` reads back)."""
-    lines = [",".join([HEADER_FIRST, *map(str, profile.gpu_counts)])]
-    for row in profile.rows:
-        cells = ["" if rate is None else repr(rate) for rate in row.rates]
-        lines.append(",".join([str(row.batch_size), *cells]))
-    return "\n".join(lines) + "\n"
 
 
 def require_profile(

@@ -37,10 +37,6 @@ class JobResult:
     def jct(self) -> float | None:
         return None if self.finish is None else self.finish - self.submit
 
-    @property
-    def queued_seconds(self) -> float | None:
-        return None if self.start is None else self.start - self.submit
-
 
 @dataclass(frozen=True)
 class Sample:
@@ -84,12 +80,6 @@ class RunResult:
     @property
     def p95_jct(self) -> float | None:
         return percentile(self._jcts(), 95.0)
-
-    @property
-    def mean_lower_bound(self) -> float | None:
-        """Mean JCT lower bound of the finished jobs (comparable with `mean_jct`)."""
-        bounds = [j.lower_bound for j in self.jobs if j.finish is not None and j.lower_bound]
-        return sum(bounds) / len(bounds) if bounds else None
 
     @property
     def makespan(self) -> float:

@@ -22,7 +22,7 @@ from autoscaler.sim.cluster import SimCluster, SimThroughput
 from autoscaler.sim.errors import SimInputError
 from autoscaler.sim.profiles import Profile
 from autoscaler.sim.results import JobResult, RunResult, Sample, lower_bound
-from autoscaler.sim.state import EPSILON, JobState, Phase, SimState, rate_table
+from autoscaler.sim.state import EPSILON, Phase, SimJob, SimState, rate_table
 from autoscaler.sim.workload import WorkloadJob, check_job
 from autoscaler.torchrun import RESCALE_STALL_SECONDS
 
@@ -68,7 +68,7 @@ class Simulation:
         jobs = []
         for job in sorted(workload, key=lambda job: job.submit_time):
             check_job(job, profiles=self.profiles, source=f"<workload job {job.name}>", line=None)
-            jobs.append(JobState(spec=job, rates=rate_table(job, self.profiles[job.profile])))
+            jobs.append(SimJob(spec=job, rates=rate_table(job, self.profiles[job.profile])))
         if len({job.spec.name for job in jobs}) != len(jobs):
             raise SimInputError("<workload>", None, "job names must be unique")
         self.state = SimState(
@@ -153,11 +153,11 @@ class Simulation:
                 message = f"waiting in the queue: its minimum ({needed} GPUs) does not fit"
                 self._note(job, "Queued", message)
 
-    def _started(self, jobs: list[JobState]) -> None:
+    def _started(self, jobs: list[SimJob]) -> None:
         for job in jobs:
             self._note(job, "Started", f"started with {job.active} of {job.replicas} workers")
 
-    def _note(self, job: JobState, reason: str, message: str, *, warning: bool = False) -> None:
+    def _note(self, job: SimJob, reason: str, message: str, *, warning: bool = False) -> None:
         self.cluster.record(
             job.spec.name, reason=reason, message=message, warning=warning, source="simulator"
         )
@@ -175,7 +175,7 @@ class Simulation:
             timeline=tuple(self._timeline),
         )
 
-    def _job_result(self, job: JobState) -> JobResult:
+    def _job_result(self, job: SimJob) -> JobResult:
         spec = job.spec
         bound = lower_bound(spec, self.profiles[spec.profile], total_gpus=self.state.total_gpus)
         return JobResult(

@@ -38,8 +38,8 @@ class Phase(StrEnum):
 
 
 @dataclass
-class JobState:
-    """One job's mutable simulation state (internal to the simulator)."""
+class SimJob:
+    """One simulated job and its mutable state (internal to the simulator)."""
 
     spec: WorkloadJob
     rates: tuple[float, ...]  # iterations/s by active worker count, index 0..max_replicas
@@ -83,9 +83,7 @@ def rate_table(job: WorkloadJob, profile: Profile) -> tuple[float, ...]:
 class SimState:
     """All jobs and nodes, at virtual time `now` (seconds since the simulation's start)."""
 
-    def __init__(
-        self, *, jobs: list[JobState], nodes: Sequence[int], restart_seconds: float
-    ) -> None:
+    def __init__(self, *, jobs: list[SimJob], nodes: Sequence[int], restart_seconds: float) -> None:
         self.jobs = jobs
         self.free = list(nodes)  # free GPUs per node
         self.total_gpus = sum(nodes)
@@ -94,7 +92,7 @@ class SimState:
         self.now = 0.0
         self.by_name = {job.spec.name: job for job in jobs}
 
-    def live(self) -> list[JobState]:
+    def live(self) -> list[SimJob]:
         return [job for job in self.jobs if job.phase in (Phase.QUEUED, Phase.RUNNING)]
 
     def advance(self, to: float) -> None:
@@ -122,7 +120,7 @@ class SimState:
                 times.append(resume + job.remaining() / job.rate())
         return min(times, default=None)
 
-    def finish_done(self) -> list[JobState]:
+    def finish_done(self) -> list[SimJob]:
         finished = []
         for job in self.jobs:
             if job.phase is Phase.RUNNING and self._done(job):
@@ -132,7 +130,7 @@ class SimState:
                 finished.append(job)
         return finished
 
-    def _done(self, job: JobState) -> bool:
+    def _done(self, job: SimJob) -> bool:
         """No iteration left, up to rounding (also: left so little that no time step remains)."""
         left = job.remaining()
         if left <= EPSILON * max(1.0, job.spec.iterations):
@@ -140,7 +138,7 @@ class SimState:
         training = job.stall_until <= self.now and job.rate() > 0
         return training and left / job.rate() <= EPSILON * max(1.0, self.now)
 
-    def arrive(self) -> list[JobState]:
+    def arrive(self) -> list[SimJob]:
         arrived = []
         for job in self.jobs:
             if job.phase is Phase.WAITING and job.spec.submit_time <= self.now + EPSILON:
@@ -150,7 +148,7 @@ class SimState:
                 arrived.append(job)
         return arrived
 
-    def _never_runs(self, job: JobState) -> str:
+    def _never_runs(self, job: SimJob) -> str:
         spec = job.spec
         if spec.gpus_per_replica > self.gpus_per_node:
             return f"a worker needs {spec.gpus_per_replica} GPUs, a node has {self.gpus_per_node}"
@@ -164,14 +162,14 @@ class SimState:
             )
         return ""
 
-    def set_replicas(self, job: JobState, replicas: int) -> None:
+    def set_replicas(self, job: SimJob, replicas: int) -> None:
         """A new spec; pods above it go at once (pending ones bind in `schedule`)."""
         job.replicas = replicas
         if job.phase is Phase.RUNNING and job.active > replicas:
             self._release(job, keep=replicas)
             self._restarted(job)
 
-    def schedule(self) -> list[JobState]:
+    def schedule(self) -> list[SimJob]:
         """Bind what fits: queued minimums first (FIFO), then pending pods. Returns started jobs."""
         started = []
         for job in self.jobs:
@@ -188,7 +186,7 @@ class SimState:
                 self._restarted(job)
         return started
 
-    def _bind(self, job: JobState, count: int, *, gang: bool) -> bool:
+    def _bind(self, job: SimJob, count: int, *, gang: bool) -> bool:
         """Place up to `count` pods first-fit (all or none when `gang`); True if any was placed."""
         size = job.spec.gpus_per_replica
         free = list(self.free)
@@ -205,11 +203,11 @@ class SimState:
         job.pods.extend(placed)
         return True
 
-    def _release(self, job: JobState, *, keep: int) -> None:
+    def _release(self, job: SimJob, *, keep: int) -> None:
         while len(job.pods) > keep:
             self.free[job.pods.pop()] += job.spec.gpus_per_replica
 
-    def _restarted(self, job: JobState) -> None:
+    def _restarted(self, job: SimJob) -> None:
         if job.last_rescale != self.now:
             job.rescales += 1
         job.last_rescale = self.now

@@ -10,14 +10,19 @@ worker count the user asked for (the job's initial spec).
 ITP traces ElasticFlow published.
 """
 
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from autoscaler.sim.errors import SimInputError
-from autoscaler.sim.profiles import Profile, csv_records, parse_positive_int, require_profile
+from autoscaler.sim.profiles import (
+    Profile,
+    csv_records,
+    parse_float,
+    parse_positive_int,
+    require_profile,
+)
 
 REQUIRED = (
     "name",
@@ -45,16 +50,6 @@ class WorkloadJob:
     replicas: int  # what the user asked for: the initial spec
     gpus_per_replica: int = 1
     weight: float = 1.0
-
-
-def parse_float(text: str, *, what: str, source: str, line: int) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise SimInputError(source, line, f"{what} {text!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise SimInputError(source, line, f"{what} {text!r} is not a finite number >= 0")
-    return value
 
 
 def _columns(fields: list[str], *, source: str) -> dict[str, int]:
@@ -151,12 +146,6 @@ def read_text(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise SimInputError(path, None, f"cannot read: {error}") from None
-
-
-def load_workload(
-    path: Path, *, profiles: Mapping[str, Profile] | None = None
-) -> tuple[WorkloadJob, ...]:
-    return parse_workload(read_text(path), source=str(path), profiles=profiles)
 
 
 def _number(value: float) -> str:

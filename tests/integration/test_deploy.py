@@ -211,7 +211,7 @@ def test_engine_deployment_runs_the_engine_with_real_flags_and_its_config(
     copy.write_text(BUILD.one("ConfigMap", source)["data"][args.config.name])
     # What `autoscaler engine` does with it before touching the cluster.
     config = load_config(copy)
-    name, _, _ = policy_from(config)
+    name, _ = policy_from(config)
     assert name == "global-optimizer"
     assert config.interval_seconds == 30
     assert config.prometheus.url == "http://prometheus-operated.monitoring.svc:9090"

@@ -141,6 +141,14 @@ def test_engine_converges_to_the_optimum_and_stays_put(
             )
         except AssertionError as error:
             raise AssertionError(f"{error}; now {replicas(cluster)}\n{log_tail(log)}") from None
+        # The round that wrote the optimum appends its records after its writes: wait for them,
+        # else that round would count as one after converging.
+        wait_for(
+            lambda: _latest_counts(decisions) == expected,
+            timeout=30,
+            interval=0.2,
+            what="the optimum in the decision log",
+        )
         converged = len(_rounds(decisions))
         wait_for(
             lambda: len(_rounds(decisions)) >= converged + STAY_ROUNDS,
@@ -187,3 +195,10 @@ def _rounds(path: Path) -> dict[str, list[dict[str, Any]]]:
     for record in read_decision_log(path):
         by_time.setdefault(record["time"], []).append(record)
     return by_time
+
+
+def _latest_counts(path: Path) -> dict[str, int]:
+    """Each job's count in the newest round of the decision log."""
+    rounds = _rounds(path)
+    newest = rounds[max(rounds)] if rounds else []
+    return {record["name"]: record["replicas"] for record in newest}

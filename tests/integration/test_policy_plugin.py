@@ -126,7 +126,9 @@ def test_an_unknown_config_key_exits_2_naming_it(site: Path, tmp_path: Path) -> 
     )
     assert result.returncode == 2
     assert result.stdout == ""
-    assert result.stderr.splitlines() == ["error: reserv: Extra inputs are not permitted"]
+    assert result.stderr.splitlines() == [
+        "error: policy 'weighted-fair-share': reserv: Extra inputs are not permitted"
+    ]
 
 
 def test_the_example_s_own_tests_pass_against_the_installed_copy(site: Path) -> None:

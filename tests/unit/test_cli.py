@@ -56,11 +56,19 @@ def test_render_json_of_several_files_is_a_list() -> None:
     assert [item["kind"] for item in listing["items"]].count("Pod") == 4
 
 
-def test_demo_renders_the_bundled_job() -> None:
-    result = run("demo")
+def test_render_example_renders_the_bundled_job() -> None:
+    result = run("render-example")
     assert result.returncode == 0, result.stderr
     names = [obj["metadata"]["name"] for obj in yaml.safe_load_all(result.stdout)]
     assert names[:2] == ["resnet50-elastic-worker-0", "resnet50-elastic-worker-0"]
+
+
+def test_demo_is_not_a_subcommand_make_demo_is_the_simulator() -> None:
+    result = run("demo")
+    assert result.returncode == 2
+    assert "invalid choice: 'demo'" in result.stderr
+    assert "render-example" in result.stderr
+    assert "simulate" in result.stderr
 
 
 @pytest.mark.parametrize(

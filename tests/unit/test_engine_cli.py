@@ -65,7 +65,10 @@ def test_decide_with_a_policy_config(snapshot_file: Path, tmp_path: Path) -> Non
     ("args", "message"),
     [
         (["--policy", "nope"], "error: unknown policy 'nope'; installed: "),
-        (["--config", "CONFIG"], "error: objektive: Extra inputs are not permitted"),
+        (
+            ["--config", "CONFIG"],
+            "error: policy 'global-optimizer': objektive: Extra inputs are not permitted",
+        ),
         (["--snapshot", "BROKEN"], "error: "),
     ],
 )

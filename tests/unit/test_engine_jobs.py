@@ -4,7 +4,9 @@ from typing import Any
 
 import pytest
 
-from autoscaler.engine.jobs import managed_job
+from autoscaler.api.defaults import default_job
+from autoscaler.api.models import PyTorchJob
+from autoscaler.clients.jobs import managed_job
 from autoscaler.engine.ports import ManagedJob
 
 
@@ -36,3 +38,23 @@ def job(**policy: Any) -> ManagedJob:
 )
 def test_the_restart_budget_is_torchruns(policy: dict[str, Any], budget: int) -> None:
     assert job(**policy).max_restarts == budget
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [{}, {"minReplicas": 3}, {"maxReplicas": 5}, {"minReplicas": 2, "maxReplicas": 6}],
+    ids=["none", "min-only", "max-only", "both"],
+)
+def test_the_engine_reads_the_bounds_the_operator_defaults(policy: dict[str, int]) -> None:
+    obj = {
+        "metadata": {"name": "j", "namespace": "n", "creationTimestamp": "2026-11-30T00:00:00Z"},
+        "spec": {"elasticPolicy": policy, "pytorchReplicaSpecs": {"Worker": {"replicas": 4}}},
+    }
+    operator = default_job(PyTorchJob.model_validate(obj)).spec.elastic_policy
+    engine = managed_job(obj)
+    assert operator is not None
+    assert engine is not None
+    assert (engine.min_replicas, engine.max_replicas) == (
+        operator.min_replicas,
+        operator.max_replicas,
+    )

@@ -1,10 +1,12 @@
-"""`explain` from API objects alone: owner, throughput points, curve and decisions."""
+"""`explain` from API objects alone (read as the CLI reads them): owner, throughput points,
+curve and decisions."""
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from autoscaler.api import coordinates as c
 from autoscaler.cli.explain_command import render
+from autoscaler.clients.jobs import hpa_status, managed_job, object_name
 from autoscaler.engine.explain import explain
 from autoscaler.engine.state import DecisionRecord, JobState, Point, Step
 from autoscaler.policies.throughput_model import ThroughputModel
@@ -41,6 +43,17 @@ def job_object(
     }
 
 
+def explained(obj: dict[str, Any], *, hpa: dict[str, Any] | None) -> dict[str, Any]:
+    """The report of `autoscaler explain` on these objects, with the default throughput model."""
+    return explain(
+        managed_job(obj),
+        name=object_name(obj),
+        hpa=hpa_status(hpa) if hpa is not None else None,
+        now=NOW,
+        model=ThroughputModel(),
+    )
+
+
 def state() -> JobState:
     points = {
         n: Point(samples_per_second=100.0 * n, observed_at=NOW - timedelta(minutes=n))
@@ -63,7 +76,7 @@ def state() -> JobState:
 
 
 def test_engine_owned_job_shows_points_curve_and_every_step() -> None:
-    report = explain(job_object(state=state()), hpa=None, now=NOW, model=ThroughputModel())
+    report = explained(job_object(state=state()), hpa=None)
     assert report["owner"] == "engine"
     assert report["restarts"] == {"rescales": 3, "max_restarts": 10, "remaining": 8}
     assert [p["replicas"] for p in report["throughput"]] == [2, 3]
@@ -101,7 +114,7 @@ def test_hpa_owned_job_names_its_hpa_and_conditions() -> None:
             ],
         },
     }
-    report = explain(job_object(metrics=True), hpa=hpa, now=NOW, model=ThroughputModel())
+    report = explained(job_object(metrics=True), hpa=hpa)
     assert report["owner"] == "hpa"
     assert "never writes it" in report["owner_explained"]
     assert report["hpa"]["conditions"] == ["ScalingLimited=True TooManyReplicas: m"]
@@ -109,13 +122,10 @@ def test_hpa_owned_job_names_its_hpa_and_conditions() -> None:
 
 
 def test_opted_out_and_non_elastic_jobs() -> None:
-    assert (
-        explain(job_object(opt_out=True), hpa=None, now=NOW, model=ThroughputModel())["owner"]
-        == "opted-out"
-    )
+    assert explained(job_object(opt_out=True), hpa=None)["owner"] == "opted-out"
     plain = job_object()
     del plain["spec"]["elasticPolicy"]
-    report = explain(plain, hpa=None, now=NOW, model=ThroughputModel())
+    report = explained(plain, hpa=None)
     assert report["elastic"] is False
     assert "not elastic" in render(report)
 
@@ -127,7 +137,7 @@ def test_the_work_declared_done_and_attained_and_ignored_annotations() -> None:
         c.ANNOTATION_TOTAL_SAMPLES: "1e6",
         c.ANNOTATION_ALLOWED_REPLICAS: "2,x",
     }
-    report = explain(obj, hpa=None, now=NOW, model=ThroughputModel())
+    report = explained(obj, hpa=None)
     assert report["work"]["total_samples"] == 1e6
     assert report["work"]["allowed_replicas"] is None
     text = render(report)

@@ -7,7 +7,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from autoscaler.policies.contract import JobSnapshot, Snapshot
+from autoscaler.policies.contract import (
+    Decision,
+    JobSnapshot,
+    PolicyConfig,
+    PolicyPlugin,
+    Reporting,
+    Snapshot,
+    reporting_of,
+)
+from autoscaler.policies.global_optimizer import EXPLORING
 from autoscaler.policies.objective import Objective
 from autoscaler.policies.registry import PolicyError, build, find, installed
 from autoscaler.policies.speedup import objective_value
@@ -222,6 +231,52 @@ def test_hpa_like(replicas: int, shape: str, expected: tuple[int, str]) -> None:
 def test_unknown_config_keys_are_rejected_with_the_field() -> None:
     with pytest.raises(PolicyError, match=r"global-optimizer.*objektive.*Extra inputs"):
         build(find("global-optimizer"), {"objektive": {}})
+
+
+SLOW_FIT = {"half_life_seconds": 60.0}
+
+
+@pytest.mark.parametrize(
+    ("name", "config", "expected"),
+    [
+        ("global-optimizer", {}, Reporting(objective=Objective(), model=EXPLORING)),
+        (
+            "speedup-optimizer",
+            {"objective": {"kind": "proportional"}, "model": SLOW_FIT},
+            Reporting(Objective(kind="proportional"), ThroughputModel(**SLOW_FIT)),
+        ),
+        # The greedy allocators and hpa-like: the default objective, on their own model.
+        ("speedup-greedy", {"model": SLOW_FIT}, Reporting(model=ThroughputModel(**SLOW_FIT))),
+        ("optimus", {"model": SLOW_FIT}, Reporting(model=ThroughputModel(**SLOW_FIT))),
+        ("hpa-like", {"model": SLOW_FIT}, Reporting(model=ThroughputModel(**SLOW_FIT))),
+        # No `reporting`: the defaults.
+        ("static", {}, Reporting()),
+        ("tiresias", {}, Reporting()),
+        ("equal-share", {}, Reporting()),
+    ],
+)
+def test_each_built_in_states_how_its_rounds_are_scored(
+    name: str, config: dict[str, Any], expected: Reporting
+) -> None:
+    assert reporting_of(build(find(name), config)) == expected
+
+
+class _Misreporting:
+    reporting = "completion-time"
+
+    def __init__(self, config: PolicyConfig) -> None:
+        self.config = config
+
+    def decide(self, snapshot: Snapshot, *, now: datetime) -> list[Decision]:
+        return []
+
+
+def test_a_reporting_that_is_not_a_reporting_fails_the_build_naming_the_policy() -> None:
+    plugin = PolicyPlugin(
+        name="misreporting", summary="", config_model=PolicyConfig, build=_Misreporting
+    )
+    with pytest.raises(PolicyError, match=r"'misreporting': _Misreporting.reporting is a str"):
+        build(plugin)
 
 
 def test_unknown_policy_lists_the_installed_ones() -> None:

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
+from autoscaler.clients.jobs import managed_job
 from autoscaler.clients.prometheus import progress_by_job
 from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.engine import Engine
-from autoscaler.engine.jobs import managed_job
 from autoscaler.engine.ports import ManagedJob, Progress
 from autoscaler.engine.settle import account, settle
 from autoscaler.engine.snapshot import job_snapshot

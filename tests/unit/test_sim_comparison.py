@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.policies.contract import reporting_of
 from autoscaler.policies.objective import Objective
 from autoscaler.policies.registry import PolicyError
 from autoscaler.sim import DEFAULT_POLICIES, PolicyChoice, SimConfig, compare
@@ -121,7 +122,7 @@ def test_named_configurations_and_the_lineup() -> None:
         "speedup-optimizer",
         {"objective": {"kind": "power-mean", "exponent": -1.0}},
     )
-    assert built(pollux).objective == Objective(kind="power-mean", exponent=-1.0)
+    assert reporting_of(built(pollux)).objective == Objective(kind="power-mean", exponent=-1.0)
     assert choose("static") == PolicyChoice("static", "static")
     custom = PolicyChoice("fair", "global-optimizer", {"objective": {"kind": "proportional"}})
     assert lineup(["static", custom]) == (PolicyChoice("static", "static"), custom)

@@ -8,11 +8,9 @@ from autoscaler.sim.bundled import bundled_profiles
 from autoscaler.sim.errors import SimInputError
 from autoscaler.sim.pollux import load_pollux_profile, load_pollux_profiles, pollux_iterations
 from autoscaler.sim.profiles import (
-    format_profile,
     interpolate,
     load_profile,
     load_profiles,
-    parse_profile,
 )
 
 GOOD = """global_batch_size,1,2,4,8,16
@@ -35,7 +33,6 @@ def test_a_good_profile_loads_with_the_file_stem_as_its_name(tmp_path: Path) -> 
     assert profile.rows[0].rates == (1.0, 1.8, 3.0, None, 4.0)
     assert profile.rows[1].rates == (0.5, 0.9, None, 2.0, 0.0)
     assert profile.samples_per_second(64, 2) == pytest.approx(1.8 * 64)
-    assert parse_profile(format_profile(profile), name="resnet", source=profile.source) == profile
 
 
 def test_a_folder_loads_every_csv_by_stem(tmp_path: Path) -> None:

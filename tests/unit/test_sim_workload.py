@@ -9,8 +9,9 @@ import pytest
 from autoscaler.sim.bundled import bundled_profiles, bundled_workload
 from autoscaler.sim.errors import SimInputError
 from autoscaler.sim.importers import import_itp_workload, import_pollux_workload
+from autoscaler.sim.inputs import read_workload
 from autoscaler.sim.profiles import Profile, ProfileRow
-from autoscaler.sim.workload import WorkloadJob, format_workload, load_workload, parse_workload
+from autoscaler.sim.workload import WorkloadJob, format_workload, parse_workload
 
 PROFILES = {
     "toy": Profile(
@@ -30,7 +31,7 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 def test_a_good_workload_loads_sorted_by_submit_time(tmp_path: Path) -> None:
     text = f"{HEADER},weight\nlate,100.5,toy,64,1000,1,8,4,2\nearly,0,toy,128,10,1,4,1,1\n"
-    jobs = load_workload(write(tmp_path, "w.csv", text), profiles=PROFILES)
+    jobs = read_workload(write(tmp_path, "w.csv", text), profiles=PROFILES)
     assert [job.name for job in jobs] == ["early", "late"]
     assert jobs[1] == WorkloadJob(
         "late", 100.5, "toy", 64, 1000, 1, 8, 4, gpus_per_replica=1, weight=2.0
@@ -80,7 +81,7 @@ def test_a_bad_workload_names_file_line_and_reason(
 ) -> None:
     path = write(tmp_path, "w.csv", text)
     with pytest.raises(SimInputError) as caught:
-        load_workload(path, profiles=PROFILES)
+        read_workload(path, profiles=PROFILES)
     assert (caught.value.file, caught.value.line) == (str(path), line)
     assert reason in caught.value.reason
 

@@ -1,6 +1,7 @@
 """`autoscaler simulate`: the table, -o json, --out, the progress bar, and bad input (exit 2)."""
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,24 @@ def test_a_pollux_workload_needs_pollux_traces(
     code, _, err = simulate(capsys, "--workload", workload, "--profiles", profiles)
     assert code == 2
     assert f"{workload}:1: a Pollux workload needs the Pollux traces folder" in err
+
+
+def test_out_without_matplotlib_says_which_extra_to_install_before_simulating(
+    files: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as in the operator's image
+    workload, profiles = files
+    out = tmp_path / "out"
+    code, stdout, err = simulate(
+        capsys, "--workload", workload, "--profiles", profiles, "--out", out
+    )
+    assert code == 2
+    assert stdout == ""
+    assert err.splitlines() == [
+        "error: --out draws its plots with matplotlib, which is not installed:"
+        " pip install 'pytorch-elastic-autoscaler[sim]'"
+    ]
+    assert not out.exists()

@@ -16,7 +16,14 @@ from datetime import datetime
 
 from pydantic import Field, NonNegativeFloat
 
-from autoscaler.policies.contract import Decision, JobSnapshot, PolicyConfig, PolicyPlugin, Snapshot
+from autoscaler.policies.contract import (
+    Decision,
+    JobSnapshot,
+    PolicyConfig,
+    PolicyPlugin,
+    Reporting,
+    Snapshot,
+)
 
 EPSILON = 1e-9  # amounts are floats (0.1 + 0.2 > 0.3): compare them with a tolerance
 
@@ -30,6 +37,11 @@ class WeightedFairShareConfig(PolicyConfig):
 
 class WeightedFairShare:
     """Every job's count from its weight, its bounds and what one of its workers requests."""
+
+    # How the engine scores its rounds (decision log, objective metric, `autoscaler decide`).
+    # Fair shares optimise no throughput objective of their own, so they are scored by the
+    # default one, as the built-in baselines are: the numbers then compare with theirs.
+    reporting = Reporting()
 
     def __init__(self, config: WeightedFairShareConfig) -> None:
         self.config = config

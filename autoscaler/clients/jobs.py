@@ -1,15 +1,17 @@
-"""A PyTorchJob as the engine sees it (`ManagedJob`), read from the API object (pure)."""
+"""Kubernetes JSON read into the engine's typed view: a PyTorchJob as `ManagedJob`, an HPA as
+`HpaStatus`, a pod's resource requests. Pure functions: the engine itself never sees raw JSON."""
 
 import logging
 import math
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from autoscaler import torchrun
 from autoscaler.api import coordinates as c
+from autoscaler.api.defaults import default_bounds
 from autoscaler.api.quantity import parse_resources
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.api.timestamps import parse_timestamp
+from autoscaler.engine.ports import HpaCondition, HpaStatus, ManagedJob, Owner
 
 JSON = Mapping[str, Any]
 log = logging.getLogger(__name__)
@@ -40,7 +42,7 @@ def managed_job(obj: JSON) -> ManagedJob | None:
         replicas=replicas,
         active=int(((status.get("replicaStatuses") or {}).get(c.WORKER) or {}).get("active") or 0),
         owner=owner(policy, annotations=annotations),
-        created=datetime.fromisoformat(metadata["creationTimestamp"].replace("Z", "+00:00")),
+        created=parse_timestamp(metadata["creationTimestamp"]),
         resources_per_replica=pod_requests(worker.get("template") or {}),
         weight=_weight(annotations),
         max_restarts=int(policy.get("maxRestarts") or torchrun.DEFAULT_MAX_RESTARTS),
@@ -56,11 +58,35 @@ def managed_job(obj: JSON) -> ManagedJob | None:
 
 
 def _bounds(policy: JSON, *, replicas: int) -> tuple[int, int]:
-    """The operator's defaulting: a missing bound takes the other, both missing take replicas."""
-    low, high = policy.get("minReplicas"), policy.get("maxReplicas")
-    low = low if low is not None else high if high is not None else replicas
-    high = high if high is not None else low
+    """The bounds as the operator defaults them (see `default_bounds`)."""
+    low, high = default_bounds(
+        policy.get("minReplicas"), policy.get("maxReplicas"), replicas=replicas
+    )
     return int(low), int(high)
+
+
+def object_name(obj: JSON) -> str:
+    """`namespace/name` of any object, as kubectl names it."""
+    metadata = obj.get("metadata") or {}
+    return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+
+
+def hpa_status(hpa: JSON) -> HpaStatus:
+    """What `explain` shows of a HorizontalPodAutoscaler: its wish and its conditions."""
+    status = hpa.get("status") or {}
+    return HpaStatus(
+        name=hpa["metadata"]["name"],
+        desired_replicas=status.get("desiredReplicas"),
+        conditions=tuple(
+            HpaCondition(
+                type=cond.get("type", ""),
+                status=cond.get("status", ""),
+                reason=cond.get("reason", ""),
+                message=cond.get("message", ""),
+            )
+            for cond in status.get("conditions") or []
+        ),
+    )
 
 
 def owner(policy: JSON, *, annotations: Mapping[str, str]) -> Owner:
