@@ -1,6 +1,13 @@
-"""The engine's `Cluster` on Kubernetes: jobs, capacity, `/scale` writes, state, Events."""
+"""The engine's `Cluster` on Kubernetes: jobs, capacity, `/scale` writes, state, Events.
+
+Jobs, nodes and pods come from informers (one LIST, then a watch each), started by the first
+round, so a round reads memory: its requests are its writes plus the `/scale` reads before them,
+however many jobs and pods the cluster has (client-go's shared informers, as the HPA controller
+and kube-scheduler keep them).
+"""
 
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -9,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 
 from autoscaler.api import coordinates as c
 from autoscaler.api.quantity import parse_resources
+from autoscaler.clients.informer import Informer
 from autoscaler.clients.jobs import managed_job, pod_requests
 from autoscaler.clients.kube import JOBS, PODS, ConflictError, Kube, NotFoundError, Resource
 from autoscaler.clients.recorder import EventRecorder
@@ -18,7 +26,12 @@ from autoscaler.observability.events import job_event
 JSON = dict[str, Any]
 NODES = Resource("", "v1", "nodes")
 SCALE_ATTEMPTS = 3
+SYNC_TIMEOUT = 60.0  # s for the first LISTs; past it the round fails and the next one waits again
 log = logging.getLogger(__name__)
+
+
+class CachesNotSyncedError(RuntimeError):
+    """The informers have not listed yet: the round fails as a whole, no job is sized on it."""
 
 
 class KubeCluster:
@@ -34,11 +47,41 @@ class KubeCluster:
         self.namespaces = tuple(namespaces)
         self.recorder = recorder or EventRecorder(kube)
         self._engine_jobs: set[JobKey] = set()
+        scopes = self.namespaces or (None,)  # None: every namespace
+        self._job_informers = [
+            Informer(kube, JOBS, namespace=ns, on_event=_ignore) for ns in scopes
+        ]
+        self._nodes = Informer(kube, NODES, on_event=_ignore)
+        self._pods = Informer(kube, PODS, on_event=_ignore)
+        self._informers = [*self._job_informers, self._nodes, self._pods]
+        self._stop = threading.Event()
+        self._started = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    def _synced(self) -> None:
+        """Start the informers on first use (only a leader's rounds use them); wait for their
+        first LIST."""
+        with self._started:
+            if not self._threads:
+                self._threads = [
+                    threading.Thread(
+                        target=informer.run,
+                        args=(self._stop,),
+                        daemon=True,
+                        name=f"engine-informer-{informer.resource.plural}",
+                    )
+                    for informer in self._informers
+                ]
+                for thread in self._threads:
+                    thread.start()
+        for informer in self._informers:
+            if not informer.synced.wait(SYNC_TIMEOUT):
+                raise CachesNotSyncedError(f"no list of {informer.resource.plural} yet")
 
     def jobs(self) -> Sequence[ManagedJob]:
+        self._synced()
         jobs = []
-        scopes = self.namespaces or (None,)  # None: every namespace
-        objects = [obj for ns in scopes for obj in self.kube.list(JOBS, namespace=ns)["items"]]
+        objects = [obj for informer in self._job_informers for obj in informer.items()]
         for obj in objects:
             try:
                 job = managed_job(obj)
@@ -54,14 +97,15 @@ class KubeCluster:
 
     def capacity(self) -> Mapping[str, float]:
         """Allocatable of Ready, schedulable nodes minus requests of pods it does not size."""
+        self._synced()
         totals: dict[str, float] = {}
-        for node in self.kube.list(NODES)["items"]:
+        for node in self._nodes.items():
             if _usable(node):
                 for name, amount in parse_resources(
                     node["status"].get("allocatable") or {}
                 ).items():
                     totals[name] = totals.get(name, 0.0) + amount
-        for pod in self.kube.list(PODS)["items"]:
+        for pod in self._pods.items():
             if not self._counts_against(pod):
                 continue
             try:
@@ -125,7 +169,16 @@ class KubeCluster:
         )
 
     def close(self) -> None:
+        self._stop.set()
+        for informer in self._informers:
+            informer.close()
+        for thread in self._threads:
+            thread.join(timeout=10)
         self.recorder.close()
+
+
+def _ignore(kind: str, obj: JSON) -> None:
+    """The engine reads the caches each round; it reacts to no single change."""
 
 
 def _usable(node: JSON) -> bool:

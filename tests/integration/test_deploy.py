@@ -60,11 +60,11 @@ OPERATOR_RULES = {
     ("", "events"): {"create"},
 }
 ENGINE_RULES = {
-    ("kubeflow.org", "pytorchjobs"): {"list", "patch"},
+    ("kubeflow.org", "pytorchjobs"): {"list", "watch", "patch"},
     ("kubeflow.org", "pytorchjobs/scale"): {"get", "update"},
     ("", "events"): {"create"},
-    ("", "nodes"): {"list"},
-    ("", "pods"): {"list"},
+    ("", "nodes"): {"list", "watch"},
+    ("", "pods"): {"list", "watch"},
 }
 LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
 JOBS = "pytorchjobs.kubeflow.org"
@@ -108,7 +108,7 @@ ENGINE_DENIED = [
     Access("create", HPAS, USER_NS),
     Access("update", HPAS, USER_NS),
     Access("patch", "nodes"),
-    Access("watch", "pods", USER_NS),
+    Access("get", "secrets", USER_NS),  # watching pods gives no way into what they mount
     Access("patch", f"{JOBS}/scale", USER_NS),
 ]
 

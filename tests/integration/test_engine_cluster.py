@@ -67,11 +67,21 @@ def test_jobs_capacity_scale_state_and_events(
             "hpa-owned": (Owner.HPA, 1.0, {GPU: 2.0}),
             "opted-out": (Owner.OPTED_OUT, 3.0, {GPU: 2.0}),
         }
+        _check_a_round_reads_memory(cluster, kube=kube)
         _check_capacity(cluster, kube_api=kube_api, namespace=namespace)
         _check_scale(cluster, kube=kube, namespace=namespace)
     finally:
         cluster.close()
         remove_jobs_and_pods(kube_api, namespace)
+
+
+def _check_a_round_reads_memory(cluster: KubeCluster, *, kube: Kube) -> None:
+    """After the informers' first LISTs, reading jobs and capacity sends no request at all."""
+    before = kube.requests
+    for _ in range(3):
+        cluster.jobs()
+        cluster.capacity()
+    assert kube.requests == before
 
 
 def _check_capacity(cluster: KubeCluster, *, kube_api: client.ApiClient, namespace: str) -> None:
@@ -81,7 +91,12 @@ def _check_capacity(cluster: KubeCluster, *, kube_api: client.ApiClient, namespa
     differences."""
     core = client.CoreV1Api(kube_api)
     cluster.jobs()  # which jobs are the engine's
+
+    def capacity_becomes(expected: float) -> None:  # the caches follow the watch
+        wait_for(lambda: cluster.capacity().get(GPU) == expected, what=f"{expected} GPUs free")
+
     with gpu_node(kube_api, gpus=8):
+        wait_for(lambda: GPU in cluster.capacity(), what="the GPU node in the engine's cache")
         base = cluster.capacity()[GPU]
         assert 0 <= base <= 8
         notebook = gpu_pod("notebook", labels={})
@@ -91,12 +106,19 @@ def _check_capacity(cluster: KubeCluster, *, kube_api: client.ApiClient, namespa
             "memory": "5e8",
         }
         core.create_namespaced_pod(namespace, notebook)
-        assert cluster.capacity()[GPU] == max(0.0, base - 2)
+        capacity_becomes(max(0.0, base - 2))
         worker = {c.LABEL_JOB_NAME: "engine-owned", c.LABEL_REPLICA_TYPE: c.WORKER.lower()}
         core.create_namespaced_pod(namespace, gpu_pod("engine-owned-worker-9", labels=worker))
-        assert cluster.capacity()[GPU] == max(0.0, base - 2)
+        wait_for(
+            lambda: "engine-owned-worker-9" in pod_names(cluster), what="the worker in the cache"
+        )
+        assert cluster.capacity()[GPU] == max(0.0, base - 2)  # the engine's own: not counted
         core.delete_namespaced_pod("notebook", namespace, grace_period_seconds=0)
-        assert cluster.capacity()[GPU] == base
+        capacity_becomes(base)
+
+
+def pod_names(cluster: KubeCluster) -> set[str]:
+    return {pod["metadata"]["name"] for pod in cluster._pods.items()}
 
 
 def gpu_pod(name: str, *, labels: dict[str, str]) -> JSON:
@@ -114,7 +136,8 @@ def _check_scale(cluster: KubeCluster, *, kube: Kube, namespace: str) -> None:
     stale = cluster.scale(job, replicas=2)  # decided from 1, but the job has 3 now
     assert (stale.written, stale.replicas) == (False, 3)
     assert "changed to 3" in stale.error
-    [job] = [job for job in cluster.jobs() if job.name == "engine-owned"]
+    wait_for(lambda: engine_owned(cluster).replicas == 3, what="the write in the engine's cache")
+    job = engine_owned(cluster)
     puts = _conflict_on_first_put(kube, namespace=namespace)
     retried = cluster.scale(job, replicas=4)
     assert (retried.written, retried.replicas) == (True, 4)
@@ -124,6 +147,11 @@ def _check_scale(cluster: KubeCluster, *, kube: Kube, namespace: str) -> None:
     assert annotations[c.ANNOTATION_STATE] == '{"rescales": 2}'
     cluster.event(job, reason="Rescaled", message="3 -> 4 workers")
     wait_for(lambda: "Rescaled" in engine_events(kube, namespace), what="the engine's Event")
+
+
+def engine_owned(cluster: KubeCluster) -> Any:
+    [job] = [job for job in cluster.jobs() if job.name == "engine-owned"]
+    return job
 
 
 def _conflict_on_first_put(kube: Kube, *, namespace: str) -> list[str]:
