@@ -178,6 +178,7 @@ def test_kueue_suspends_admits_and_keeps_the_size_of_a_queued_elastic_job(
         explained = explain(control_plane, f"{cluster.ns}/queued")
         assert "Owner:     kueue (ManagedByKueue:" in explained
         assert "Queue:     team (Kueue LocalQueue)" in explained
+        requeued_after_a_resize(cluster, kube, uid)
 
 
 def queued_and_waiting(cluster: Cluster, kube: Kube) -> str:
@@ -224,6 +225,28 @@ def admitted_with_kueues_templates(cluster: Cluster, kube: Kube, uid: str) -> No
         ),
         what="the Running condition Kueue reads as PodsReady",
     )
+
+
+def requeued_after_a_resize(cluster: Cluster, kube: Kube, uid: str) -> None:
+    """Why the engine must keep out: a write through /scale (what the engine would do) makes
+    Kueue stop the job, delete its Workload and queue a new one for the new count."""
+    admitted_before = workload_of(kube, cluster.ns, uid)
+    assert admitted_before is not None
+    cluster.scale("queued", 3)
+
+    def readmitted() -> dict[str, Any] | None:
+        workload = workload_of(kube, cluster.ns, uid)
+        replaced = (
+            workload is not None
+            and workload["metadata"]["uid"] != admitted_before["metadata"]["uid"]
+        )
+        return workload if replaced and admitted(workload) else None
+
+    workload = wait_for(readmitted, what="a new Workload for 3 workers, admitted")
+    assert [podset["count"] for podset in workload["spec"]["podSets"]] == [3]
+    assert {"Stopped", "DeletedWorkload"} <= set(cluster.events("queued"))
+    assert cluster.events("queued").count("PyTorchJobSuspended") == 2  # created, then stopped
+    cluster.wait_pods("queued", {f"queued-worker-{i}" for i in range(3)})
 
 
 def resized_twin(
