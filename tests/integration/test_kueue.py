@@ -56,7 +56,7 @@ def kueue(
         yield manager
     finally:
         manager.stop()
-        kube.api.close()
+        kube.close()
 
 
 def queue_objects(namespace: str, *, gpus: int) -> list[dict[str, Any]]:
