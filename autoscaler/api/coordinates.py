@@ -54,5 +54,9 @@ ANNOTATION_ALLOWED_REPLICAS: Final = f"{ENGINE_PREFIX}/allowed-replicas"
 ANNOTATION_STATE: Final = f"{ENGINE_PREFIX}/state"  # the engine's memory of the job (JSON)
 ENGINE_NAME: Final = "elastic-autoscaler-engine"
 
+# The label that hands a job to a Kueue LocalQueue (Kueue's `constants.QueueLabel`). Kueue admits
+# the job at the size its spec has then and requeues it after any resize, so it owns the count.
+LABEL_KUEUE_QUEUE_NAME: Final = "kueue.x-k8s.io/queue-name"
+
 # The extended resource of NVIDIA GPUs: what the engine's jobs share by default.
 GPU_RESOURCE: Final = "nvidia.com/gpu"

@@ -83,7 +83,9 @@ def render(report: dict[str, Any]) -> str:
     lines = [f"Job:       {report['job']}", f"Owner:     {report['owner']}"]
     if not report["elastic"]:
         return "\n".join(lines)
-    lines[-1] += f" ({report['owner_explained']})"
+    lines[-1] += f" ({report['owner_reason']}: {report['owner_explained']})"
+    if report["queue"]:
+        lines.append(f"Queue:     {report['queue']} (Kueue LocalQueue)")
     return "\n".join([*lines, *_hpa_lines(report), *_job_lines(report), *_decision_lines(report)])
 
 

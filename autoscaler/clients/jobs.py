@@ -28,6 +28,7 @@ def managed_job(obj: JSON) -> ManagedJob | None:
     replicas = int(worker.get("replicas") or 1)
     low, high = _bounds(policy, replicas=replicas)
     annotations = metadata.get("annotations") or {}
+    queue = (metadata.get("labels") or {}).get(c.LABEL_KUEUE_QUEUE_NAME, "")
     status = obj.get("status") or {}
     total, total_problem = total_samples(annotations.get(c.ANNOTATION_TOTAL_SAMPLES))
     allowed, allowed_problem = allowed_replicas(
@@ -41,7 +42,8 @@ def managed_job(obj: JSON) -> ManagedJob | None:
         max_replicas=high,
         replicas=replicas,
         active=int(((status.get("replicaStatuses") or {}).get(c.WORKER) or {}).get("active") or 0),
-        owner=owner(policy, annotations=annotations),
+        owner=owner(policy, annotations=annotations, queue=queue),
+        queue=queue,
         created=parse_timestamp(metadata["creationTimestamp"]),
         resources_per_replica=pod_requests(worker.get("template") or {}),
         weight=_weight(annotations),
@@ -89,8 +91,11 @@ def hpa_status(hpa: JSON) -> HpaStatus:
     )
 
 
-def owner(policy: JSON, *, annotations: Mapping[str, str]) -> Owner:
-    """One writer per job: its HPA when metrics are declared, nobody when it opted out."""
+def owner(policy: JSON, *, annotations: Mapping[str, str], queue: str) -> Owner:
+    """One writer per job: Kueue when it queues the job (its admission fixes the size, even
+    against an HPA), its HPA when metrics are declared, nobody when it opted out."""
+    if queue:
+        return Owner.KUEUE
     if policy.get("metrics"):
         return Owner.HPA
     if annotations.get(c.ANNOTATION_OPT_OUT, "").lower() == "true":

@@ -24,7 +24,7 @@ from autoscaler.engine.ports import (
     Progress,
     ThroughputSource,
 )
-from autoscaler.engine.report import Outcome, RoundReport, export, log_records
+from autoscaler.engine.report import Outcome, RoundReport, count_others, export, log_records
 from autoscaler.engine.settle import (
     Settled,
     fit_capacity,
@@ -84,9 +84,10 @@ class Engine:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     def run_once(self, *, now: datetime) -> RoundReport:
-        jobs = [
-            job for job in self.cluster.jobs() if job.owner is Owner.ENGINE and not job.finished
-        ]
+        elastic = self.cluster.jobs()
+        if self.metrics:
+            count_others(self.metrics, elastic)
+        jobs = [job for job in elastic if job.owner is Owner.ENGINE and not job.finished]
         self._warn_invalid(jobs)
         readings = self._read(jobs, now=now)
         progress = self._progress(jobs, now=now)

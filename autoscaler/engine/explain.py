@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from autoscaler.engine.ports import HpaStatus, ManagedJob, Owner
+from autoscaler.engine.ports import OWNER_REASONS, HpaStatus, ManagedJob, Owner
 from autoscaler.engine.settle import restarts_left
 from autoscaler.engine.snapshot import job_snapshot
 from autoscaler.engine.state import JobState
@@ -17,6 +17,8 @@ OWNERS = {
     Owner.ENGINE: "the policy engine writes its worker count through /scale",
     Owner.HPA: "its HorizontalPodAutoscaler (elasticPolicy.metrics): the engine never writes it",
     Owner.OPTED_OUT: "nobody but its user: the opt-out annotation is set",
+    Owner.KUEUE: "Kueue admits it at the size in its spec and requeues it after a resize:"
+    " the engine never writes it",
 }
 
 
@@ -38,8 +40,10 @@ def explain(
         "job": name,
         "elastic": True,
         "owner": job.owner.value,
+        "owner_reason": OWNER_REASONS[job.owner],
         "owner_explained": OWNERS[job.owner],
         "hpa": _hpa(hpa) if job.owner is Owner.HPA else None,
+        "queue": job.queue or None,
         "replicas": {"spec": job.replicas, "active": job.active},
         "bounds": {"min": job.min_replicas, "max": job.max_replicas},
         "resources_per_replica": dict(job.resources_per_replica),

@@ -19,6 +19,17 @@ class Owner(StrEnum):
     ENGINE = "engine"
     HPA = "hpa"  # elasticPolicy.metrics is set: the job's HorizontalPodAutoscaler owns /scale
     OPTED_OUT = "opted-out"  # the opt-out annotation is set: nobody but the user writes it
+    KUEUE = "kueue"  # labelled for a Kueue queue: Kueue admits it at its size, a resize requeues it
+
+
+# Each owner's CamelCase reason, as Kubernetes conditions spell reasons: in `explain`, and counted
+# as the round's decision for the jobs the engine leaves to others.
+OWNER_REASONS: Mapping[Owner, str] = {
+    Owner.ENGINE: "ManagedByEngine",
+    Owner.HPA: "ManagedByHPA",
+    Owner.OPTED_OUT: "OptedOut",
+    Owner.KUEUE: "ManagedByKueue",
+}
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,7 @@ class ManagedJob:
     total_samples: float | None = None  # the work the job declared; None = not declared
     allowed_replicas: tuple[int, ...] | None = None  # the only counts it may run at; None = all
     problems: tuple[str, ...] = ()  # annotations ignored because they are invalid, and why
+    queue: str = ""  # the Kueue LocalQueue it is labelled for; "" when none
 
     @property
     def key(self) -> JobKey:

@@ -1,11 +1,11 @@
 """What a round did (`RoundReport`), and how it is recorded: decision-log lines and metrics."""
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from autoscaler.engine.ports import JobKey, ManagedJob
+from autoscaler.engine.ports import OWNER_REASONS, JobKey, ManagedJob, Owner
 from autoscaler.engine.settle import Settled, requested
 from autoscaler.observability.engine_metrics import EngineMetrics
 from autoscaler.policies.contract import Snapshot
@@ -88,3 +88,11 @@ def export(metrics: EngineMetrics, report: RoundReport, *, capacity: Mapping[str
     for resource, available in capacity.items():
         metrics.capacity.labels(resource).set(available)
         metrics.capacity_used.labels(resource).set(used[resource])
+
+
+def count_others(metrics: EngineMetrics, jobs: Sequence[ManagedJob]) -> None:
+    """A decision per round for each unfinished elastic job someone else sizes, by its owner's
+    reason (`ManagedByKueue`, ...): the dashboards' decision panels show them with the rest."""
+    for job in jobs:
+        if job.owner is not Owner.ENGINE and not job.finished:
+            metrics.decisions.labels(OWNER_REASONS[job.owner]).inc()

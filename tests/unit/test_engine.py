@@ -1,5 +1,6 @@
 """The decision round against an in-memory cluster: what is written, held, announced and logged."""
 
+import dataclasses
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -160,10 +161,11 @@ def test_nan_and_negative_readings_are_no_data() -> None:
     assert cluster.writes == []
 
 
-def test_jobs_of_an_hpa_or_opted_out_are_never_written_nor_sized() -> None:
+def test_jobs_of_an_hpa_kueue_or_opted_out_are_never_written_nor_sized() -> None:
     jobs = [
         make_job("linear-hpa", owner=Owner.HPA),
         make_job("linear-out", owner=Owner.OPTED_OUT),
+        make_job("linear-kueue", owner=Owner.KUEUE),
         make_job("linear"),
     ]
     seen: list[Snapshot] = []
@@ -250,3 +252,19 @@ def test_metrics_of_a_round() -> None:
     assert sample("autoscaler_job_observed_throughput_samples_per_second", labels) > 0
     assert sample("autoscaler_capacity_available", {"resource": GPU}) == 16
     assert sample("autoscaler_rounds_total", {"result": "ok"}) == 3
+
+
+def test_jobs_sized_by_others_count_as_decisions_by_their_owners_reason() -> None:
+    metrics = engine_metrics()
+    kueue = make_job("linear-kueue", owner=Owner.KUEUE)
+    jobs = [make_job("linear"), kueue, make_job("linear-hpa", owner=Owner.HPA)]
+    engine, cluster, _ = setup(jobs, metrics=metrics)
+    rounds(engine, 2)
+    cluster.jobs_[kueue.key] = dataclasses.replace(kueue, finished=True)
+    engine.run_once(now=START + timedelta(minutes=5))
+
+    def decisions(reason: str) -> float | None:
+        return metrics.registry.get_sample_value("autoscaler_decisions_total", {"reason": reason})
+
+    assert (decisions("ManagedByKueue"), decisions("ManagedByHPA")) == (2, 3)
+    assert decisions("ManagedByEngine") is None  # the engine's own jobs have their own reasons

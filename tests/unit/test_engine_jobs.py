@@ -4,19 +4,21 @@ from typing import Any
 
 import pytest
 
+from autoscaler.api import coordinates as c
 from autoscaler.api.defaults import default_job
 from autoscaler.api.models import PyTorchJob
 from autoscaler.clients.jobs import managed_job
-from autoscaler.engine.ports import ManagedJob
+from autoscaler.engine.ports import ManagedJob, Owner
 
 
-def job(**policy: Any) -> ManagedJob:
+def job(labels: dict[str, str] | None = None, **policy: Any) -> ManagedJob:
     found = managed_job(
         {
             "metadata": {
                 "name": "j",
                 "namespace": "n",
                 "creationTimestamp": "2026-11-30T00:00:00Z",
+                "labels": labels or {},
             },
             "spec": {
                 "elasticPolicy": {"minReplicas": 1, "maxReplicas": 4, **policy},
@@ -58,3 +60,21 @@ def test_the_engine_reads_the_bounds_the_operator_defaults(policy: dict[str, int
         operator.min_replicas,
         operator.max_replicas,
     )
+
+
+METRICS = [{"type": "Resource", "resource": {"name": "cpu"}}]
+
+
+@pytest.mark.parametrize(
+    ("labels", "policy", "owner"),
+    [
+        ({}, {}, Owner.ENGINE),
+        ({}, {"metrics": METRICS}, Owner.HPA),
+        ({c.LABEL_KUEUE_QUEUE_NAME: "team-a"}, {}, Owner.KUEUE),
+        # Kueue requeues the job after any resize, the HPA's too: the queue label wins.
+        ({c.LABEL_KUEUE_QUEUE_NAME: "team-a"}, {"metrics": METRICS}, Owner.KUEUE),
+        ({c.LABEL_KUEUE_QUEUE_NAME: ""}, {}, Owner.ENGINE),  # Kueue ignores an empty queue name
+    ],
+)
+def test_one_owner_per_job(labels: dict[str, str], policy: dict[str, Any], owner: Owner) -> None:
+    assert job(labels, **policy).owner is owner

@@ -145,3 +145,17 @@ def test_the_work_declared_done_and_attained_and_ignored_annotations() -> None:
         "Work:      2.5e+05 samples done (of 1e+06 declared), 3600 worker-seconds attained" in text
     )
     assert "Ignored:   elastic-autoscaler.io/allowed-replicas '2,x' is neither" in text
+
+
+def test_kueue_owned_job_names_its_queue_and_reason() -> None:
+    queued = job_object()
+    queued["metadata"]["labels"] = {c.LABEL_KUEUE_QUEUE_NAME: "team-a"}
+    report = explained(queued, hpa=None)
+    assert (report["owner"], report["owner_reason"], report["queue"]) == (
+        "kueue",
+        "ManagedByKueue",
+        "team-a",
+    )
+    text = render(report)
+    assert "Owner:     kueue (ManagedByKueue: Kueue admits it" in text
+    assert "Queue:     team-a (Kueue LocalQueue)" in text

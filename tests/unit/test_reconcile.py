@@ -325,6 +325,9 @@ def test_suspend_then_resume() -> None:
     assert ("HorizontalPodAutoscaler", "j") in suspended.delete
     assert {("Pod", "j-worker-0"), ("Service", "j-worker-1")} <= set(suspended.delete)
     assert types(suspended) == [("Created", "True"), ("Running", "False"), ("Suspended", "True")]
+    assert [event.reason for event in suspended.events] == ["PyTorchJobSuspended"]
+    again = plan({**j, "status": suspended.status}, Observed(), now=NOW)
+    assert (again.events, again.writes) == ([], 0)  # one Event per suspension, not per pass
     later = NOW + timedelta(hours=1)
     j = {**j, "status": suspended.status}
     j["spec"]["runPolicy"]["suspend"] = False
