@@ -33,6 +33,10 @@ OPERATOR_NAME: Final = "pytorchjob-controller"
 # The runPolicy.managedBy value of jobs this operator reconciles (unset means the same).
 MANAGED_BY_TRAINING_OPERATOR: Final = "kubeflow.org/training-operator"
 
+# The operator's job condition under gang scheduling: False while the job's PodGroup is not
+# placed (or cannot be), so the engine counts the job as waiting.
+CONDITION_GANG_SCHEDULED: Final = "GangScheduled"
+
 # Container and port defaults (upstream pytorch_types.go).
 DEFAULT_CONTAINER_NAME: Final = "pytorch"
 DEFAULT_PORT_NAME: Final = "pytorchjob-port"

@@ -25,6 +25,7 @@ ConditionType = Literal[
     "Suspended",
     "Failed",
     "HorizontalPodAutoscaler",
+    "GangScheduled",
 ]
 
 # Markers read by the CRD generator: the schema of this field is the API server's own type.

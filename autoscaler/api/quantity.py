@@ -7,7 +7,7 @@ or a decimal exponent (`e`/`E` and a signed integer).
 
 import re
 from collections.abc import Mapping
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 
 _SUFFIXES = {
     "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
@@ -38,3 +38,30 @@ def exact_quantity(value: str | int | float) -> Decimal:
 
 def parse_resources(resources: Mapping[str, str | int | float]) -> dict[str, float]:
     return {name: parse_quantity(value) for name, value in resources.items()}
+
+
+_DECIMAL_SUFFIXES = (
+    (18, "E"), (15, "P"), (12, "T"), (9, "G"), (6, "M"), (3, "k"), (0, ""),
+    (-3, "m"), (-6, "u"), (-9, "n"),
+)  # fmt: skip
+_BINARY_SUFFIXES = (
+    (60, "Ei"), (50, "Pi"), (40, "Ti"), (30, "Gi"), (20, "Mi"), (10, "Ki"),
+)  # fmt: skip
+
+
+def format_quantity(value: Decimal, *, binary: bool = False) -> str:
+    """apimachinery's canonical text: the largest suffix that keeps the number whole (binary
+    suffixes when `binary` and the value is a whole multiple of 1024, else decimal ones)."""
+    if binary and value == value.to_integral_value() and value:
+        for exponent, suffix in _BINARY_SUFFIXES:
+            if value % (2**exponent) == 0:
+                return f"{int(value / 2**exponent)}{suffix}"
+    for exponent, suffix in _DECIMAL_SUFFIXES:
+        scaled = value.scaleb(-exponent)
+        if scaled == scaled.to_integral_value():
+            return f"{int(scaled)}{suffix}"
+    return f"{int(value.scaleb(9).to_integral_value(rounding=ROUND_CEILING))}n"  # as Go rounds up
+
+
+def is_binary_quantity(value: str | int | float) -> bool:
+    return isinstance(value, str) and value.strip().endswith("i")

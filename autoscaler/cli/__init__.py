@@ -19,11 +19,12 @@ from autoscaler.api.models import PyTorchJob
 from autoscaler.api.validation import validate
 from autoscaler.cli.engine_command import add_engine_commands
 from autoscaler.cli.explain_command import UnknownJobError, add_explain_command
-from autoscaler.cli.operator_command import add_operator_command
+from autoscaler.cli.operator_command import add_gang_scheduler_argument, add_operator_command
 from autoscaler.cli.pod_settings import SettingsError, add_pod_arguments, pod_settings
 from autoscaler.cli.simulate_command import add_simulate_command
 from autoscaler.clients.kubeconfig import KubeconfigError
 from autoscaler.controller.builders import desired_objects
+from autoscaler.controller.gang import gang_scheduler
 from autoscaler.policies.registry import PolicyError
 
 USAGE_ERROR = 2
@@ -71,6 +72,7 @@ def parser() -> argparse.ArgumentParser:
             sub.add_argument(
                 "-n", "--namespace", default=DEFAULT_NAMESPACE, help="for jobs that name none"
             )
+            add_gang_scheduler_argument(sub)
     add_operator_command(commands)
     add_engine_commands(commands)
     add_explain_command(commands)
@@ -97,10 +99,13 @@ def validate_files(args: argparse.Namespace) -> int:
 
 def render_files(args: argparse.Namespace) -> int:
     jobs, settings = valid_jobs(args.filename), pod_settings(args)
+    gang = gang_scheduler(args.gang_scheduler_name)
     objects = [
         obj
         for job in jobs
-        for obj in desired_objects(operator_view(job, namespace=args.namespace), settings=settings)
+        for obj in desired_objects(
+            operator_view(job, namespace=args.namespace), settings=settings, gang=gang
+        )
     ]
     sys.stdout.write(dump(objects, output=args.output))
     return 0

@@ -27,8 +27,21 @@ def add_operator_command(commands: Any) -> None:
         help="only this namespace's jobs (default: $KUBEFLOW_NAMESPACE, else every namespace)",
     )
     add_pod_arguments(sub)
+    add_gang_scheduler_argument(sub)
     add_service_arguments(sub, lease_name="pytorchjob-operator")
     sub.set_defaults(command=run_operator)
+
+
+def add_gang_scheduler_argument(sub: argparse.ArgumentParser) -> None:
+    """Upstream's flag (kubeflow/training-operator v1.9), with its meaning."""
+    sub.add_argument(
+        "--gang-scheduler-name",
+        default="",
+        metavar="volcano|scheduler-plugins",
+        help="gang-schedule each job with a PodGroup: 'volcano', or the name of a "
+        "scheduler-plugins scheduler profile (any other name means scheduler-plugins, as "
+        "upstream); unset: no gang scheduling",
+    )
 
 
 def run_operator(args: argparse.Namespace) -> int:
@@ -38,6 +51,7 @@ def run_operator(args: argparse.Namespace) -> int:
         resync_seconds=args.resync_seconds,
         namespace=args.namespace,
         pods=pod_settings(args),  # a bad template stops here, before any pod is built
+        gang_scheduler_name=args.gang_scheduler_name,
     )
     kube = Kube(api_client(kubeconfig=args.kubeconfig))
     metrics = operator_metrics()

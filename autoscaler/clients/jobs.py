@@ -52,6 +52,10 @@ def managed_job(obj: JSON) -> ManagedJob | None:
             cond.get("type") in FINISHED and cond.get("status") == "True"
             for cond in status.get("conditions") or []
         ),
+        gang_waiting=any(
+            cond.get("type") == c.CONDITION_GANG_SCHEDULED and cond.get("status") == "False"
+            for cond in status.get("conditions") or []
+        ),
         state=annotations.get(c.ANNOTATION_STATE, ""),
         total_samples=total,
         allowed_replicas=allowed,

@@ -54,6 +54,7 @@ SERVICES = Resource("", "v1", "services")
 EVENTS = Resource("", "v1", "events")
 HPAS = Resource("autoscaling", "v2", "horizontalpodautoscalers")
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses")
 BY_KIND = {
     "Pod": PODS,
     "Service": SERVICES,
@@ -123,6 +124,14 @@ class Kube:
     def get(self, resource: Resource, namespace: str, name: str, *, sub: str = "") -> JSON:
         return self.request("GET", resource.path(namespace, name, sub))
 
+    def serves(self, group: str, version: str) -> bool:
+        """Whether the API server serves this group/version (e.g. a CRD is installed)."""
+        try:
+            self.request("GET", f"/apis/{group}/{version}")
+        except NotFoundError:
+            return False
+        return True
+
     def list(self, resource: Resource, *, namespace: str | None = None, selector: str = "") -> JSON:
         query = [("labelSelector", selector)] if selector else []
         return self.request("GET", resource.path(namespace), query=query)
@@ -170,12 +179,13 @@ class Kube:
 
     # -- writes ----------------------------------------------------------------------------------
 
-    def create(self, obj: JSON) -> JSON:
-        resource = BY_KIND[obj["kind"]]
+    def create(self, obj: JSON, *, resource: Resource | None = None) -> JSON:
+        """POST `obj`; `resource` for kinds outside BY_KIND (e.g. a PodGroup of one CRD)."""
+        resource = resource or BY_KIND[obj["kind"]]
         return self.request("POST", resource.path(obj["metadata"].get("namespace")), body=obj)
 
-    def replace(self, obj: JSON, *, sub: str = "") -> JSON:
-        resource = BY_KIND[obj["kind"]]
+    def replace(self, obj: JSON, *, sub: str = "", resource: Resource | None = None) -> JSON:
+        resource = resource or BY_KIND[obj["kind"]]
         metadata = obj["metadata"]
         return self.request(
             "PUT", resource.path(metadata.get("namespace"), metadata["name"], sub), body=obj

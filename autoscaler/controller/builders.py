@@ -10,6 +10,7 @@ import yaml
 from autoscaler.api import coordinates as c
 from autoscaler.api.models import JSON, PyTorchJob
 from autoscaler.controller.env import pytorch_container, torchrun_env, with_env
+from autoscaler.controller.gang import GangScheduler, decorate_pod, desired_podgroup
 from autoscaler.controller.naming import (
     is_master_role,
     owner_reference,
@@ -94,7 +95,12 @@ UPSTREAM_DEFAULTS = PodSettings()  # upstream's flag defaults
 
 
 def desired_pod(
-    job: PyTorchJob, *, replica_type: str, index: int, settings: PodSettings = UPSTREAM_DEFAULTS
+    job: PyTorchJob,
+    *,
+    replica_type: str,
+    index: int,
+    settings: PodSettings = UPSTREAM_DEFAULTS,
+    gang: GangScheduler | None = None,
 ) -> JSON:
     """Pod `index` of a replica type; `job` must be defaulted (see `api.default_job`)."""
     spec = job.spec.pytorch_replica_specs[replica_type]
@@ -128,7 +134,10 @@ def desired_pod(
         metadata["annotations"] = dict(template_meta["annotations"])
     if template_meta.get("finalizers"):  # upstream's pod control copies them too
         metadata["finalizers"] = list(template_meta["finalizers"])
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}
+    if gang is None:
+        return pod
+    return decorate_pod(pod, job=job, gang=gang, replica_type=replica_type)
 
 
 def desired_service(job: PyTorchJob, *, replica_type: str, index: int) -> JSON:
@@ -174,15 +183,25 @@ def desired_hpa(job: PyTorchJob) -> JSON | None:
     }
 
 
-def desired_objects(job: PyTorchJob, *, settings: PodSettings = UPSTREAM_DEFAULTS) -> list[JSON]:
-    """Every object the operator creates for the job at its current replica counts."""
+def desired_objects(
+    job: PyTorchJob,
+    *,
+    settings: PodSettings = UPSTREAM_DEFAULTS,
+    gang: GangScheduler | None = None,
+) -> list[JSON]:
+    """Every object the operator creates for the job at its current replica counts (with gang
+    scheduling: its PodGroup first; minResources as if no PriorityClass existed)."""
     hpa = desired_hpa(job)
     objects: list[JSON] = [] if hpa is None else [hpa]
+    if gang is not None:
+        objects.append(desired_podgroup(job, gang, priorities={}, current=None))
     for replica_type in c.REPLICA_TYPES:
         spec = job.spec.pytorch_replica_specs.get(replica_type)
         for index in range(spec.replicas or 0 if spec is not None else 0):
             objects.append(
-                desired_pod(job, replica_type=replica_type, index=index, settings=settings)
+                desired_pod(
+                    job, replica_type=replica_type, index=index, settings=settings, gang=gang
+                )
             )
             objects.append(desired_service(job, replica_type=replica_type, index=index))
     return objects

@@ -4,13 +4,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from autoscaler.api import coordinates as c
 from autoscaler.api.models import JSON
 from autoscaler.api.timestamps import format_timestamp
 
 CREATED, RUNNING, RESTARTING = "Created", "Running", "Restarting"
 SUCCEEDED, SUSPENDED, FAILED = "Succeeded", "Suspended", "Failed"
-# Not an upstream lifecycle condition: it is kept first so `conditions[-1]` stays the state.
+# Not upstream lifecycle conditions: they are kept first so `conditions[-1]` stays the state.
 HPA_CONDITION = "HorizontalPodAutoscaler"
+GANG_CONDITION = c.CONDITION_GANG_SCHEDULED
 REASON_PREFIX = "PyTorchJob"
 
 
@@ -65,15 +67,16 @@ def _filter_out(conditions: list[JSON], type_: str) -> list[JSON]:
 
 
 def set_side_condition(
-    conditions: list[JSON], new: Condition | None, *, now: datetime
+    conditions: list[JSON], new: Condition | None, *, now: datetime, type_: str = HPA_CONDITION
 ) -> list[JSON]:
     """Set (or, with None, remove) a non-lifecycle condition, kept at the front of the list."""
-    current = next((cond for cond in conditions if cond["type"] == HPA_CONDITION), None)
-    rest = [cond for cond in conditions if cond["type"] != HPA_CONDITION]
+    type_ = new.type if new is not None else type_
+    current = next((cond for cond in conditions if cond["type"] == type_), None)
+    rest = [cond for cond in conditions if cond["type"] != type_]
     if new is None:
         return rest
     if current and (current["status"], current.get("reason")) == (new.status, new.reason):
-        return [current, *rest]
+        return conditions
     stamp = format_timestamp(now)
     entry: dict[str, Any] = {**new.__dict__, "lastUpdateTime": stamp, "lastTransitionTime": stamp}
     return [entry, *rest]

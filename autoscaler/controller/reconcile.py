@@ -7,6 +7,7 @@ the plan through `autoscaler.clients`; nothing here does I/O or reads the clock.
 """
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,6 +23,16 @@ from autoscaler.controller.builders import (
     desired_hpa,
     desired_pod,
     desired_service,
+)
+from autoscaler.controller.gang import (
+    CUSTOM_SCHEDULER_MESSAGE,
+    PODGROUP_KIND,
+    GangScheduler,
+    bound_pods,
+    custom_scheduler_set,
+    desired_podgroup,
+    min_member,
+    pods_may_start,
 )
 from autoscaler.controller.naming import replica_selector
 from autoscaler.controller.pods import (
@@ -67,11 +78,18 @@ class Event:
 
 @dataclass(frozen=True)
 class Observed:
-    """The job's pods and services (controlled by it), and the HPA named like it, if any."""
+    """The job's pods and services (controlled by it), and the HPA named like it, if any.
+
+    With gang scheduling: the PodGroup named like the job, whether the API server serves
+    PodGroups at all, and the value of each PriorityClass (for the group's minResources).
+    """
 
     pods: list[JSON] = field(default_factory=list)
     services: list[JSON] = field(default_factory=list)
     hpa: JSON | None = None
+    podgroup: JSON | None = None
+    podgroup_api_missing: bool = False
+    priorities: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -95,9 +113,15 @@ class Plan:
 
 
 def plan(
-    job: JSON, observed: Observed, *, now: datetime, settings: PodSettings = UPSTREAM_DEFAULTS
+    job: JSON,
+    observed: Observed,
+    *,
+    now: datetime,
+    settings: PodSettings = UPSTREAM_DEFAULTS,
+    gang: GangScheduler | None = None,
 ) -> Plan:
-    """Everything the operator should write for `job` now, given what exists."""
+    """Everything the operator should write for `job` now, given what exists; `gang`: the
+    `--gang-scheduler-name` setting, None without gang scheduling."""
     parsed = PyTorchJob.model_validate(job)
     managed_by = parsed.spec.run_policy.managed_by
     if managed_by not in (None, c.MANAGED_BY_TRAINING_OPERATOR):
@@ -105,7 +129,10 @@ def plan(
     if (job.get("metadata") or {}).get("deletionTimestamp"):
         return Plan()
     status = job.get("status") or {}
-    return _Planner(default_job(parsed), observed, now=now, status=status, settings=settings).run()
+    planner = _Planner(
+        default_job(parsed), observed, now=now, status=status, settings=settings, gang=gang
+    )
+    return planner.run()
 
 
 class _Planner:
@@ -117,8 +144,10 @@ class _Planner:
         now: datetime,
         status: JSON,
         settings: PodSettings,
+        gang: GangScheduler | None,
     ) -> None:
-        self.job, self.observed, self.now, self.settings = job, observed, now, settings
+        self.job, self.observed, self.now = job, observed, now
+        self.settings, self.gang = settings, gang
         self.old_status = status
         self.status: dict[str, Any] = copy.deepcopy(status)
         self.status["conditions"] = list(self.status.get("conditions") or [])
@@ -133,6 +162,10 @@ class _Planner:
             )
             self.warn_deprecated()
         self.reconcile_hpa()
+        if self.gang is None:  # left by an earlier run with gang scheduling
+            self.status["conditions"] = cond.set_side_condition(
+                self.status["conditions"], None, now=self.now, type_=cond.GANG_CONDITION
+            )
         if cond.is_finished(self.status["conditions"]):
             self.finish()
         elif self.job.spec.run_policy.suspend:
@@ -207,6 +240,7 @@ class _Planner:
             for pod in self.observed.pods:
                 if phase(pod) in ("Running", "Pending"):
                     self.delete_pod_and_service(pod)
+        self.delete_podgroup()
         if cond.has_condition(self.status["conditions"], cond.SUCCEEDED):
             for counts in (self.status.get("replicaStatuses") or {}).values():
                 counts["succeeded"] = counts.get("succeeded", 0) + counts.pop("active", 0)
@@ -225,6 +259,7 @@ class _Planner:
 
     def suspend(self) -> None:
         self.delete_everything()
+        self.delete_podgroup()
         for counts in (self.status.get("replicaStatuses") or {}).values():
             counts.pop("active", None)
         message = f"PyTorchJob {self.job.name} is suspended."
@@ -273,6 +308,7 @@ class _Planner:
 
     def fail_job(self, why: str) -> None:
         self.delete_everything()
+        self.delete_podgroup()
         self.status.setdefault("completionTime", format_timestamp(self.now))
         message = f"Job {self.job.name} has failed because {why}"
         self.condition(cond.FAILED, "True", "Failed", message)
@@ -281,6 +317,8 @@ class _Planner:
     # -- pods and services, slot by slot --------------------------------------------------------
 
     def reconcile_replicas(self) -> None:
+        if self.gang is not None and not self.reconcile_podgroup(self.gang):
+            return  # upstream: no pods, services or replica statuses until the group allows
         statuses: dict[str, JSON] = {}
         for replica_type in c.REPLICA_TYPES:
             spec = self.job.spec.pytorch_replica_specs.get(replica_type)
@@ -292,6 +330,62 @@ class _Planner:
         self.status.setdefault("startTime", format_timestamp(self.now))
         self.status["replicaStatuses"] = statuses
         self.update_conditions(statuses)
+        if self.gang is not None:
+            self.report_gang_placement()
+
+    # -- gang scheduling (upstream `SyncPodGroup` and the Volcano gate) ---------------------------
+
+    def reconcile_podgroup(self, gang: GangScheduler) -> bool:
+        """Create or update the job's PodGroup; True when the job's pods may be reconciled."""
+        if self.observed.podgroup_api_missing:
+            api = gang.api
+            message = (
+                f"--gang-scheduler-name={gang.name} needs the PodGroup CRD of "
+                f"{api.api_version}, which the API server does not serve: install it, or run "
+                "the operator without the flag. No pods are created until then."
+            )
+            self.gang_condition("False", "PodGroupCRDMissing", message, warn=True)
+            return False
+        current = self.observed.podgroup
+        priorities = self.observed.priorities
+        desired = desired_podgroup(self.job, gang, priorities=priorities, current=current)
+        if current is None:
+            self.result.create.append(desired)
+        elif desired["spec"] != current.get("spec"):
+            self.result.update.append({**current, "spec": desired["spec"]})
+        if pods_may_start(gang, current):
+            return True
+        phase = ((current or {}).get("status") or {}).get("phase") or "unset"
+        message = (
+            f"PodGroup {self.job.name} is not admitted by Volcano yet (phase {phase}): "
+            "the job's pods are created once it is"
+        )
+        self.gang_condition("False", "PodGroupPending", message)
+        return False
+
+    def report_gang_placement(self) -> None:
+        """True once a scheduler placed the gang's minimum (pods bound to nodes)."""
+        members, bound = min_member(self.job), bound_pods(self.observed.pods)
+        placed = f"{bound} of the job's pods placed; its gang needs {members}"
+        if bound >= members:
+            self.gang_condition("True", "GangScheduled", placed)
+        else:
+            self.gang_condition("False", "GangPending", f"{placed}: waiting for the scheduler")
+
+    def gang_condition(self, status: str, reason: str, message: str, *, warn: bool = False) -> None:
+        before = self.status["conditions"]
+        new = cond.Condition(
+            type=cond.GANG_CONDITION, status=status, reason=reason, message=message
+        )
+        self.status["conditions"] = cond.set_side_condition(before, new, now=self.now)
+        if warn and self.status["conditions"] != before:
+            self.event("Warning", reason, message)
+
+    def delete_podgroup(self) -> None:
+        """Upstream deletes the PodGroup when the job finishes, fails or is suspended."""
+        if self.gang is not None and self.observed.podgroup is not None:
+            self.event("Normal", "JobTerminated", "Job has been terminated. Deleting PodGroup")
+            self.result.delete.append((PODGROUP_KIND, self.job.name))
 
     def reconcile_type(self, replica_type: str, *, replicas: int) -> JSON:
         slots = self.slots(self.observed.pods, replica_type)
@@ -448,8 +542,12 @@ class _Planner:
             )
 
     def create_pod(self, replica_type: str, *, index: int) -> None:
-        pod = desired_pod(self.job, replica_type=replica_type, index=index, settings=self.settings)
+        pod = desired_pod(
+            self.job, replica_type=replica_type, index=index, settings=self.settings, gang=self.gang
+        )
         self.result.create.append(pod)
+        if self.gang is not None and custom_scheduler_set(self.job, self.gang):
+            self.event("Warning", "SetPodTemplateSchedulerName", CUSTOM_SCHEDULER_MESSAGE)
         template = self.job.spec.pytorch_replica_specs[replica_type].template or {}
         if (template.get("spec") or {}).get("restartPolicy"):
             self.event("Warning", "SetPodTemplateRestartPolicy", TEMPLATE_RESTART_MESSAGE)

@@ -26,6 +26,7 @@ from autoscaler.clients.kube import (
     HPAS,
     JOBS,
     PODS,
+    PRIORITY_CLASSES,
     SERVICES,
     ConflictError,
     Kube,
@@ -34,6 +35,7 @@ from autoscaler.clients.kube import (
 )
 from autoscaler.clients.recorder import EventRecorder
 from autoscaler.controller.builders import UPSTREAM_DEFAULTS, PodSettings
+from autoscaler.controller.gang import PODGROUP_KIND, GangScheduler, gang_scheduler
 from autoscaler.controller.naming import selector
 from autoscaler.controller.reconcile import Observed, Plan, plan
 from autoscaler.controller.workqueue import ShutDownError, WorkQueue
@@ -57,6 +59,7 @@ class OperatorConfig:
     namespace: str | None = None  # only this namespace's jobs (upstream's `--namespace`)
     pods: PodSettings = UPSTREAM_DEFAULTS
     once_events_remembered: int = 10_000  # keys of Events sent once (a few MB at most)
+    gang_scheduler_name: str = ""  # --gang-scheduler-name: volcano, or a scheduler-plugins name
 
 
 @dataclass
@@ -66,6 +69,14 @@ class _Expectation:
     created: set[tuple[str, str]] = field(default_factory=set)
     deleted: set[tuple[str, str]] = field(default_factory=set)
     deadline: float = 0.0
+
+
+def owning_job_key(obj: JSON) -> ObjectKey | None:
+    """The job that controls `obj` (a PodGroup), from its controller owner reference."""
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == c.KIND:
+            return obj["metadata"].get("namespace", ""), ref.get("name", "")
+    return None
 
 
 def job_key_of(obj: JSON) -> ObjectKey:
@@ -112,26 +123,33 @@ class Operator:
             kube, HPAS, namespace=scope, on_event=self._on_owned_hpa, watch_timeout=timeout
         )
         self._sent_once: OrderedDict[str, None] = OrderedDict()
-        self.informers = (self.jobs, self.pods, self.services, self.hpas)
+        self.informers = [self.jobs, self.pods, self.services, self.hpas]
         self._rejected: dict[ObjectKey, Any] = {}
         self._caches = {
             "Pod": self.pods,
             "Service": self.services,
             "HorizontalPodAutoscaler": self.hpas,
         }
+        self._threads: list[threading.Thread] = []
+        self.gang: GangScheduler | None = gang_scheduler(config.gang_scheduler_name)
+        self.podgroups: Informer | None = None
+        self.priority_classes: Informer | None = None
+        if self.gang is not None:
+            api = self.gang.api
+            self.podgroup_resource = Resource(api.group, api.version, api.plural)
+            self.priority_classes = Informer(
+                kube, PRIORITY_CLASSES, on_event=lambda *_: None, watch_timeout=timeout
+            )
+            self.informers.append(self.priority_classes)
 
     # -- running -------------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
         """Sync the caches, then reconcile until `stop` is set; returns after a clean drain."""
-        threads = [
-            threading.Thread(
-                target=inf.run, args=(stop,), daemon=True, name=f"informer-{inf.resource.plural}"
-            )
-            for inf in self.informers
-        ]
-        for thread in threads:
-            thread.start()
+        self._stop = stop
+        for informer in list(self.informers):
+            self._start_informer(informer)
+        self.watch_podgroups_if_served()
         while not stop.is_set() and not self.healthy():
             stop.wait(0.05)
         workers = [
@@ -141,6 +159,7 @@ class Operator:
         for worker in workers:
             worker.start()
         while not stop.wait(self.config.resync_seconds):
+            self.watch_podgroups_if_served()
             self.resync()
         self.queue.shut_down()
         for worker in workers:
@@ -148,8 +167,44 @@ class Operator:
         self.events.close()
         for informer in self.informers:
             informer.close()
-        for thread in threads:
+        for thread in self._threads:
             thread.join(timeout=10)
+
+    def _start_informer(self, informer: Informer) -> None:
+        thread = threading.Thread(
+            target=informer.run,
+            args=(self._stop,),
+            daemon=True,
+            name=f"informer-{informer.resource.plural}",
+        )
+        self._threads.append(thread)
+        thread.start()
+
+    def watch_podgroups_if_served(self) -> None:
+        """Start the PodGroup cache once the API server serves the gang scheduler's CRD.
+
+        Until then jobs get a GangScheduled=False condition saying the CRD is missing (upstream
+        exits at start instead, which would crash-loop the Deployment); checked at start and at
+        every resync, so installing the CRD later needs no restart.
+        """
+        if self.gang is None or self.podgroups is not None:
+            return
+        api = self.gang.api
+        if not self.kube.serves(api.group, api.version):
+            log.warning("gang scheduling: %s is not served (PodGroup CRD missing)", api.api_version)
+            return
+        informer = Informer(
+            self.kube,
+            self.podgroup_resource,
+            namespace=self.config.namespace,
+            on_event=self._on_podgroup,
+            watch_timeout=self.config.watch_timeout,
+        )
+        self._caches[PODGROUP_KIND] = informer
+        self._start_informer(informer)
+        informer.synced.wait(timeout=30)  # so the first passes do not create it twice
+        self.podgroups = informer
+        self.informers.append(informer)
 
     def idle(self) -> bool:
         """Nothing queued, in progress or waiting to be sent (benchmarks and tests wait on it)."""
@@ -206,6 +261,11 @@ class Operator:
     def _on_owned(self, kind: str, obj: JSON) -> None:
         self.queue.add(job_key_of(obj))
 
+    def _on_podgroup(self, kind: str, podgroup: JSON) -> None:
+        key = owning_job_key(podgroup)
+        if key is not None:
+            self.queue.add(key)
+
     def _on_owned_hpa(self, kind: str, hpa: JSON) -> None:
         key = (hpa["metadata"]["namespace"], hpa["metadata"]["name"])
         if self.jobs.get(key) is not None:
@@ -237,7 +297,7 @@ class Operator:
         return result
 
     def _plan(self, job: JSON, observed: Observed) -> Plan:
-        return plan(job, observed, now=self.clock(), settings=self.config.pods)
+        return plan(job, observed, now=self.clock(), settings=self.config.pods, gang=self.gang)
 
     def _fresh(self, job: JSON) -> JSON | None:
         """The job as the API server has it now (None, and forgotten, if it is gone)."""
@@ -268,7 +328,18 @@ class Operator:
             pods=[pod for pod in self.pods.indexed(key) if _controlled_by(pod, uid)],
             services=[svc for svc in self.services.indexed(key) if _controlled_by(svc, uid)],
             hpa=self.hpas.get(key),
+            podgroup=self.podgroups.get(key) if self.podgroups is not None else None,
+            podgroup_api_missing=self.gang is not None and self.podgroups is None,
+            priorities=self._priorities(),
         )
+
+    def _priorities(self) -> dict[str, int]:
+        if self.priority_classes is None:
+            return {}
+        return {
+            pc["metadata"]["name"]: int(pc.get("value") or 0)
+            for pc in self.priority_classes.items()
+        }
 
     def apply(self, job: JSON, result: Plan, *, observed: Observed) -> None:
         """Every write of the plan; a failed one is reported and retried, the rest still done."""
@@ -277,8 +348,9 @@ class Operator:
         for kind, name in result.delete:
             if error := self._delete(job, kind, name):
                 failures.append(error)
-        for obj in result.update:
-            self.kube.replace(obj)  # a conflict retries the whole pass from fresh caches
+        for obj in result.update:  # a conflict retries the whole pass from fresh caches
+            written = self.kube.replace(obj, resource=self._resource(obj["kind"]))
+            self._caches[obj["kind"]].apply("MODIFIED", written)
         for event in result.events:
             if self._first_time(event.once):
                 self._record(job, event.type, event.reason, event.message)
@@ -296,7 +368,7 @@ class Operator:
     def _create(self, job: JSON, obj: JSON) -> Exception | None:
         kind, name = obj["kind"], obj["metadata"]["name"]
         try:
-            created = self.kube.create(obj)
+            created = self.kube.create(obj, resource=self._resource(kind))
         except ConflictError:
             return None  # already there (a stale cache): names are deterministic
         except Exception as error:  # e.g. a template the pod API rejects: tell the user
@@ -308,7 +380,7 @@ class Operator:
 
     def _delete(self, job: JSON, kind: str, name: str) -> Exception | None:
         try:
-            self.kube.delete(BY_KIND[kind], job["metadata"]["namespace"], name)
+            self.kube.delete(self._resource(kind), job["metadata"]["namespace"], name)
         except NotFoundError:
             return None
         except Exception as error:
@@ -335,6 +407,10 @@ class Operator:
             if len(self._sent_once) > self.config.once_events_remembered:
                 self._sent_once.popitem(last=False)
             return True
+
+    def _resource(self, kind: str) -> Resource:
+        """Where objects of `kind` live; a PodGroup's group is the gang scheduler's."""
+        return self.podgroup_resource if kind == PODGROUP_KIND else BY_KIND[kind]
 
     def _record(self, job: JSON, type_: str, reason: str, message: str) -> None:
         self.events.record(

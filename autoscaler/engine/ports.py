@@ -55,6 +55,8 @@ class ManagedJob:
     allowed_replicas: tuple[int, ...] | None = None  # the only counts it may run at; None = all
     problems: tuple[str, ...] = ()  # annotations ignored because they are invalid, and why
     queue: str = ""  # the Kueue LocalQueue it is labelled for; "" when none
+    # Gang scheduling: the job's PodGroup is not placed yet (its pods wait all-or-nothing).
+    gang_waiting: bool = False
 
     @property
     def key(self) -> JobKey:

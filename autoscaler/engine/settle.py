@@ -67,7 +67,10 @@ def account(
 def running_count(job: ManagedJob) -> int | None:
     """The count the job trains at: its spec, or fewer while some of its pods cannot be placed
     (torchrun's world is the workers that run); None while it is not at either (starting,
-    below its minimum, or workers still leaving)."""
+    below its minimum, workers still leaving, or its gang waiting to be placed: then what
+    runs is not a stable world, e.g. a Master without the rest of its gang)."""
+    if job.gang_waiting:
+        return None
     if job.active == job.replicas:
         return job.replicas
     return job.active if job.min_replicas <= job.active < job.replicas else None
@@ -250,6 +253,9 @@ def _allowed(
 def _pending(
     job: ManagedJob, _: JobState, replicas: int, *, now: datetime, config: SettleConfig
 ) -> Step | None:
+    if replicas > job.replicas and job.gang_waiting:
+        message = "its gang (PodGroup) is not placed yet: no scale-up until it is"
+        return Step(name="pending", replicas=job.replicas, reason="GangPending", message=message)
     if replicas > job.replicas and job.active < job.replicas:
         message = f"only {job.active} of {job.replicas} workers run: no scale-up until they do"
         return Step(name="pending", replicas=job.replicas, reason="PodsPending", message=message)
