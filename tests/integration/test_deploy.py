@@ -58,6 +58,9 @@ OPERATOR_RULES = {
     ("", "services"): {"list", "watch", "create", "delete"},
     ("autoscaling", "horizontalpodautoscalers"): {"list", "watch", "create", "update", "delete"},
     ("", "events"): {"create"},
+    ("scheduling.volcano.sh", "podgroups"): {"list", "watch", "create", "update", "delete"},
+    ("scheduling.x-k8s.io", "podgroups"): {"list", "watch", "create", "update", "delete"},
+    ("scheduling.k8s.io", "priorityclasses"): {"list", "watch"},
 }
 ENGINE_RULES = {
     ("kubeflow.org", "pytorchjobs"): {"list", "watch", "patch"},

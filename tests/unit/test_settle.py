@@ -157,6 +157,8 @@ def run(the_job: ManagedJob, wish: int, state: JobState | None = None) -> Settle
         (job(), 16, 6, "ScaleUpLimited"),  # +max(2 pods, 50 % of 4)
         (job(replicas=10, active=10), 2, 5, "ScaleDownLimited"),  # at most half
         (job(active=3), 6, 4, "PodsPending"),
+        (job(gang_waiting=True), 6, 4, "GangPending"),  # its PodGroup is not placed yet
+        (job(gang_waiting=True), 3, 3, "OptimalAllocation"),  # shrinking it is not held
         (job(active=3), 2, 2, "OptimalAllocation"),  # scaling down is fine with pods pending
     ],
 )
