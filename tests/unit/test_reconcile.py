@@ -10,7 +10,7 @@ and of `pkg/util/status_test.go` (conditions) and `pkg/util/train/train_util_tes
 | --- | --- |
 | job_test.go: TestManagedByExternalController: managedBy is empty | the CRD's enum rejects `""` at admission (`tests/support/jobs.py` managed-by-empty): the operator never sees it |
 | job_test.go: TestManagedByExternalController: managedBy is other value | likewise (managed-by-unknown) |
-| pod_test.go: TestIsCustomSchedulerSet | gang scheduling (PodGroups): this operator has none; a template's `schedulerName` reaches the pod unchanged |
+| pod_test.go: TestIsCustomSchedulerSet | ported in `tests/unit/test_gang.py` (`test_a_template_scheduler_is_kept_with_a_warning_event`): with gang scheduling on, a template's own `schedulerName` is kept with upstream's Warning |
 | train_util_test.go: TestIsJobSuspended | a Go nil-pointer helper: `runPolicy.suspend` is a boolean defaulted to false here (suspend cases below) |
 
 `pod_test.go` `TestSetRestartPolicy` and `util_test.go` `TestGenGeneralName` are ported in
