@@ -90,7 +90,7 @@ def count_listed(kube: Kube, resource: Resource, namespace: str, selector: str) 
             return total
 
 
-def run_threads(threads: int, items: Iterable[Any], work: Callable[[Any], None]) -> None:
+def run_threads(threads: int, items: Iterable[Any], work: Callable[[Any], object]) -> None:
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bench") as pool:
         for future in [pool.submit(work, item) for item in items]:
             future.result()
