@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-unit e2e training-env bench-operator bench-optimizer bench-sim lint format docs docs-site crd dashboards openapi lock testenv system-deps clean
+.PHONY: help demo test test-unit e2e training-env bench-operator bench-scale bench-optimizer bench-sim lint format docs docs-site crd dashboards openapi lock testenv system-deps clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -47,6 +47,9 @@ test-unit: $(STAMP) ## only the tests that need no servers
 
 bench-operator: $(STAMP) system-deps testenv ## benchmark the operator: 500 jobs x 8 workers vs raw creates
 	$(BIN)/python -m benchmarks.bench_operator
+
+bench-scale: $(STAMP) system-deps testenv ## benchmark operator + engine: 5,000 jobs on 1,000 nodes, RSS soak
+	$(BIN)/python -m benchmarks.bench_scale
 
 bench-optimizer: $(STAMP) ## benchmark the allocation solver against scipy's MILP
 	$(BIN)/python -m benchmarks.bench_optimizer

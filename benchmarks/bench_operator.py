@@ -27,19 +27,27 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from autoscaler.api import coordinates as c
-from autoscaler.clients.kube import JOBS, PODS, SERVICES, Kube, Resource, api_client
+from autoscaler.clients.kube import PODS, SERVICES, Kube, api_client
 from autoscaler.controller.reconcile import Observed, plan
 from autoscaler.controller.runner import OWNED_SELECTOR, Operator, OperatorConfig
+from benchmarks.cluster import (
+    POLL,
+    count_listed,
+    create_namespace,
+    install_crd,
+    job_manifest,
+    job_names,
+    noop_resync,
+    run_threads,
+    server_pids,
+    wait_quiet,
+)
 from benchmarks.instruments import (
     Sampler,
     TimedKube,
@@ -54,80 +62,9 @@ from tests.support.controlplane import ControlPlane, binaries_dir
 from tests.support.polling import wait_for
 
 JSON = dict[str, Any]
-REPO = Path(__file__).resolve().parents[1]
-CRD_FILE = REPO / "deploy" / "crds" / "kubeflow.org_pytorchjobs.yaml"
-ECHO_JOB = REPO / "tests" / "fixtures" / "upstream" / "echo.yaml"
-CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-NAMESPACES = Resource("", "v1", "namespaces")
 BASELINE_NS, OPERATOR_NS = "bench-baseline", "bench-operator"
 TARGET_SECONDS, TARGET_RSS_MB, TARGET_RESYNC_WRITES = 60.0, 300.0, 0
-POLL = 0.05
 TICKS = os.sysconf("SC_CLK_TCK")
-
-
-# -- cluster setup ---------------------------------------------------------------------------------
-
-
-def install_crd(kube: Kube) -> None:
-    kube.request("POST", CRDS.path(), body=yaml.safe_load(CRD_FILE.read_text()))
-
-    def established() -> bool:
-        crd = kube.get(CRDS, "", c.CRD_NAME)
-        return any(
-            cond["type"] == "Established" and cond["status"] == "True"
-            for cond in (crd.get("status") or {}).get("conditions") or []
-        )
-
-    wait_for(established, timeout=60, what="the PyTorchJob CRD to be Established")
-
-    def served() -> bool:
-        try:
-            kube.list(JOBS, namespace="default")
-            return True
-        except Exception:
-            return False
-
-    wait_for(served, timeout=60, what="pytorchjobs to be served")
-
-
-def create_namespace(kube: Kube, name: str) -> None:
-    kube.request(
-        "POST",
-        NAMESPACES.path(),
-        body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-    )
-
-
-def job_manifest(name: str, namespace: str, workers: int) -> JSON:
-    job: JSON = yaml.safe_load(ECHO_JOB.read_text())
-    job["metadata"] = {"name": name, "namespace": namespace}
-    job["spec"]["elasticPolicy"].update(minReplicas=1, maxReplicas=max(workers, 1))
-    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = workers
-    return job
-
-
-def job_names(jobs: int) -> list[str]:
-    return [f"bench-{i:05d}" for i in range(jobs)]
-
-
-def count_listed(kube: Kube, resource: Resource, namespace: str, selector: str) -> int:
-    """Objects matching `selector`, by a paginated LIST (counts only, never holds them all)."""
-    total, token = 0, ""
-    while True:
-        query: list[tuple[str, Any]] = [("labelSelector", selector), ("limit", 500)]
-        if token:
-            query.append(("continue", token))
-        page = kube.request("GET", resource.path(namespace), query=query)
-        total += len(page.get("items") or [])
-        token = (page.get("metadata") or {}).get("continue") or ""
-        if not token:
-            return total
-
-
-def run_threads(threads: int, items: Iterable[Any], work: Callable[[Any], None]) -> None:
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bench") as pool:
-        for future in [pool.submit(work, item) for item in items]:
-            future.result()
 
 
 # -- phases ----------------------------------------------------------------------------------------
@@ -212,28 +149,6 @@ def server_cpu(args: argparse.Namespace) -> tuple[float, float]:
         cpu_seconds_of(_SERVER_PIDS[name]) if name in _SERVER_PIDS else 0.0
         for name in ("apiserver", "etcd")
     )
-
-
-def reconciles(op: Operator) -> tuple[float, float]:
-    counter = op.metrics.reconciles
-    return counter.labels(result="ok")._value.get(), counter.labels(result="error")._value.get()
-
-
-def wait_quiet(op: Operator, kube: Kube, *, quiet: float, timeout: float) -> float:
-    """Wait until the queue is idle and no request was made for `quiet` s; returns the
-    perf_counter time of the last change (the moment the operator actually settled)."""
-    deadline = time.perf_counter() + timeout
-    last_state: Any = None
-    last_change = time.perf_counter()
-    while time.perf_counter() < deadline:
-        state = (kube.requests, reconciles(op), op.idle())
-        now = time.perf_counter()
-        if state != last_state:
-            last_state, last_change = state, now
-        elif state[2] and now - last_change >= quiet:
-            return last_change
-        time.sleep(POLL)
-    raise TimeoutError(f"the operator did not settle within {timeout:.0f}s")
 
 
 def operator_run(
@@ -359,27 +274,6 @@ def create_and_wait(
     threads1 = thread_cpu()
     out["thread_cpu"] = {k: v - threads0.get(k, 0.0) for k, v in threads1.items()}
     return s2
-
-
-def noop_resync(
-    op: Operator, op_kube: TimedKube, args: argparse.Namespace, out: dict[str, Any], *, jobs: int
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`resync()` once everything settled: one pass per job, which should write nothing."""
-    ok0, err0 = reconciles(op)
-    before = op_kube.snapshot()
-    started = time.perf_counter()
-    op.resync()
-    wait_for(
-        lambda: sum(reconciles(op)) >= ok0 + err0 + jobs and op.idle(),
-        timeout=args.timeout,
-        what="one pass per job after resync()",
-    )
-    out["resync_seconds"] = time.perf_counter() - started
-    time.sleep(args.quiet)  # anything a pass scheduled would show up here
-    after = op_kube.snapshot()
-    out["resync_passes"] = sum(reconciles(op)) - ok0 - err0
-    out["reconcile_errors"] = reconciles(op)[1]
-    return before, after
 
 
 # -- report ----------------------------------------------------------------------------------------
@@ -577,10 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     plane = ControlPlane(bin_dir=binaries_dir())
     print(f"starting etcd + kube-apiserver in {workdir} ...", flush=True)
     plane.start(workdir)
-    for name, attr in (("apiserver", "_apiserver"), ("etcd", "_etcd")):
-        proc = getattr(plane, attr, None)  # read-only: their CPU time for the report
-        if proc is not None:
-            _SERVER_PIDS[name] = proc.pid
+    _SERVER_PIDS.update(server_pids(plane))  # read-only: their CPU time for the report
     kubeconfig = str(plane.kubeconfig_path)
     clients: list[Kube] = []
     try:
