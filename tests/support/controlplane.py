@@ -40,33 +40,33 @@ DEFAULT_CONTROLLERS = (
 POLL = 0.1
 
 
+def built(script: str, *, override: str, build_timeout: float = 3600.0) -> Path:
+    """What a `testenv/` build script prints last (it builds on a cache miss only), or the path
+    in the environment variable `override`."""
+    if os.environ.get(override):
+        return Path(os.environ[override])
+    result = subprocess.run(
+        ["bash", str(REPO_ROOT / "testenv" / script)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=build_timeout,
+        check=False,
+    )
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        tail = "\n".join(result.stderr.splitlines()[-30:])
+        raise StartupError(
+            f"testenv/{script} failed (exit {result.returncode}); the tests that need what it "
+            f"builds cannot run.\n--- stderr tail ---\n{tail}"
+        )
+    return Path(lines[-1])
+
+
 def binaries_dir(*, build_timeout: float = 3600.0) -> Path:
     """The directory holding kube-apiserver, kube-controller-manager, kube-scheduler, kubectl
-    and etcd.
-
-    Runs testenv/build.sh, which only builds on a cache miss and prints the directory last.
-    AUTOSCALER_TESTENV_BIN overrides the lookup entirely.
-    """
-    override = os.environ.get("AUTOSCALER_TESTENV_BIN")
-    if override:
-        found = Path(override)
-    else:
-        result = subprocess.run(
-            ["bash", str(REPO_ROOT / "testenv" / "build.sh")],
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=build_timeout,
-            check=False,
-        )
-        lines = result.stdout.strip().splitlines()
-        if result.returncode != 0 or not lines:
-            tail = "\n".join(result.stderr.splitlines()[-30:])
-            raise StartupError(
-                f"testenv/build.sh failed (exit {result.returncode}); cannot run integration "
-                f"tests without kube-apiserver/etcd.\n--- stderr tail ---\n{tail}"
-            )
-        found = Path(lines[-1])
+    and etcd (testenv/build.sh; AUTOSCALER_TESTENV_BIN overrides the lookup)."""
+    found = built("build.sh", override="AUTOSCALER_TESTENV_BIN", build_timeout=build_timeout)
     missing = [
         n
         for n in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd")

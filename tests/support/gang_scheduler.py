@@ -11,10 +11,9 @@ from pathlib import Path
 import yaml
 from kubernetes import client
 
-from tests.support.controlplane import REPO_ROOT, ControlPlane
+from tests.support.controlplane import ControlPlane, built
 from tests.support.processes import start_process, stop_process, wait_until
 
-BUILD_SCRIPT = REPO_ROOT / "testenv" / "build-gang-scheduler.sh"
 PROFILE = "scheduler-plugins"
 # How long a placed gang member waits at Permit for the rest of its gang (upstream's example
 # configuration, manifests/coscheduling/scheduler-config.yaml, uses 10 s).
@@ -22,13 +21,13 @@ PERMIT_WAIT_SECONDS = 10
 
 
 def scheduler_plugins_binary(*, build_timeout: float = 3600.0) -> Path:
-    """The cached binary; built by testenv/build-gang-scheduler.sh when missing."""
-    done = subprocess.run(
-        [str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=build_timeout, check=False
+    """The cached binary (testenv/build-gang-scheduler.sh; AUTOSCALER_GANG_SCHEDULER_BIN
+    overrides it)."""
+    return built(
+        "build-gang-scheduler.sh",
+        override="AUTOSCALER_GANG_SCHEDULER_BIN",
+        build_timeout=build_timeout,
     )
-    if done.returncode != 0:
-        raise RuntimeError(f"{BUILD_SCRIPT.name} failed:\n{done.stderr[-4000:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
 
 
 def scheduler_config(kubeconfig: Path) -> dict[str, object]:

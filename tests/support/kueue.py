@@ -20,7 +20,6 @@ Installed as Kueue's kustomize config would, with what a test cluster lacks repl
 from __future__ import annotations
 
 import base64
-import os
 import subprocess
 from contextlib import suppress
 from pathlib import Path
@@ -30,8 +29,8 @@ import yaml
 
 from autoscaler.clients.kube import Kube, NotFoundError, Resource
 from tests.support.apply import RestMapper, apply
+from tests.support.controlplane import REPO_ROOT, built
 from tests.support.processes import (
-    StartupError,
     free_port,
     http_get,
     log_tail,
@@ -41,7 +40,6 @@ from tests.support.processes import (
 )
 
 JSON = dict[str, Any]
-REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA = REPO_ROOT / "tests" / "data" / "kueue"
 GROUP = "kueue.x-k8s.io"
 VERSION = "v1beta2"
@@ -60,24 +58,8 @@ CERTIFICATE_FILES = ("ca.crt", "tls.crt", "tls.key")  # the keys of the Secret K
 
 
 def kueue_binary(*, build_timeout: float = 3600.0) -> Path:
-    """The Kueue manager binary: `testenv/build-kueue.sh` builds it on a cache miss only.
-    AUTOSCALER_KUEUE_BIN overrides the lookup."""
-    override = os.environ.get("AUTOSCALER_KUEUE_BIN")
-    if override:
-        return Path(override)
-    result = subprocess.run(
-        ["bash", str(REPO_ROOT / "testenv" / "build-kueue.sh")],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=build_timeout,
-        check=False,
-    )
-    lines = result.stdout.strip().splitlines()
-    if result.returncode != 0 or not lines:
-        tail = "\n".join(result.stderr.splitlines()[-30:])
-        raise StartupError(f"testenv/build-kueue.sh failed (exit {result.returncode}):\n{tail}")
-    return Path(lines[-1])
+    """The Kueue manager binary (testenv/build-kueue.sh; AUTOSCALER_KUEUE_BIN overrides it)."""
+    return built("build-kueue.sh", override="AUTOSCALER_KUEUE_BIN", build_timeout=build_timeout)
 
 
 class KueueManager:
