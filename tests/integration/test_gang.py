@@ -314,7 +314,8 @@ def test_volcano_podgroup_gates_pod_creation_follows_the_minimum_and_goes_with_t
             lambda: podgroup(api, cluster.ns, "vc", VOLCANO) is None,
             what="the PodGroup deleted with the finished job",
         )
-        assert "JobTerminated" in cluster.events("vc")
+        # Events are sent off the reconcile path, so this one may reach the server after the delete.
+        wait_for(lambda: "JobTerminated" in cluster.events("vc"), what="the JobTerminated Event")
 
 
 # -- scheduler-plugins with its real scheduler -----------------------------------------------

@@ -564,7 +564,7 @@ def test_losing_worker_0_restarts_every_worker(cluster: Cluster) -> None:
         return set(pods) == set(uids) and all(pods[n]["metadata"]["uid"] != uids[n] for n in uids)
 
     wait_for(all_replaced, what="every worker to be recreated")
-    assert "PyTorchJobRestarting" in cluster.events("host")
+    wait_for(lambda: "PyTorchJobRestarting" in cluster.events("host"), what="the restart Event")
 
 
 def test_backoff_limit_fails_the_job(cluster: Cluster) -> None:

@@ -1,0 +1,55 @@
+"""The fault matrix's figures: each case records how long the system took to recover, and the
+run ends with a "fault matrix" section listing them (the README's reliability table is copied
+from it)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pytest
+
+_RECOVERIES = pytest.StashKey[list["Recovery"]]()
+
+
+@dataclass(frozen=True)
+class Recovery:
+    case: str
+    seconds: float
+    outcome: str  # what "recovered" meant, e.g. "3 workers, no duplicate pod"
+
+    @property
+    def line(self) -> str:
+        return f"{self.case}: recovered in {self.seconds:.1f} s ({self.outcome})"
+
+
+Record = Callable[[str, float, str], None]
+
+
+@pytest.fixture
+def recovery(request: pytest.FixtureRequest) -> Record:
+    """`recovery(case, seconds, outcome)` adds a line to the run's fault matrix section."""
+
+    def record(case: str, seconds: float, outcome: str) -> None:
+        request.config.stash.setdefault(_RECOVERIES, []).append(Recovery(case, seconds, outcome))
+
+    return record
+
+
+@contextmanager
+def stopwatch() -> Iterator[Callable[[], float]]:
+    """`with stopwatch() as elapsed:` ... `elapsed()` is the seconds since the block began."""
+    start = time.monotonic()
+    yield lambda: time.monotonic() - start
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    recoveries = config.stash.get(_RECOVERIES, [])
+    if recoveries:
+        terminalreporter.section("fault matrix")
+        for recovery in recoveries:
+            terminalreporter.write_line(recovery.line)
