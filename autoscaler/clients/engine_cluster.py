@@ -47,6 +47,9 @@ class KubeCluster:
         self.namespaces = tuple(namespaces)
         self.recorder = recorder or EventRecorder(kube)
         self._engine_jobs: set[JobKey] = set()
+        # Each job's typed view, kept while its resourceVersion is unchanged: reading 5,000 jobs'
+        # JSON again every round was 0.6 s of a round that wrote nothing.
+        self._typed: dict[JobKey, tuple[str, ManagedJob | None]] = {}
         scopes = self.namespaces or (None,)  # None: every namespace
         self._job_informers = [
             Informer(kube, JOBS, namespace=ns, on_event=_ignore) for ns in scopes
@@ -81,17 +84,21 @@ class KubeCluster:
     def jobs(self) -> Sequence[ManagedJob]:
         self._synced()
         jobs = []
-        objects = [obj for informer in self._job_informers for obj in informer.items()]
-        for obj in objects:
-            try:
-                job = managed_job(obj)
-            except (KeyError, TypeError, ValueError) as error:  # the CRD schema should prevent it
-                log.warning(
-                    "skipping unreadable job %s: %r", obj.get("metadata", {}).get("name"), error
-                )
-                continue
-            if job is not None:
-                jobs.append(job)
+        typed: dict[JobKey, tuple[str, ManagedJob | None]] = {}
+        for informer in self._job_informers:
+            for obj in informer.items():
+                metadata = obj.get("metadata") or {}
+                key = (metadata.get("namespace", ""), metadata.get("name", ""))
+                version = metadata.get("resourceVersion", "")
+                cached = self._typed.get(key)
+                if cached is not None and version and cached[0] == version:
+                    job = cached[1]
+                else:
+                    job = _typed_job(obj)
+                typed[key] = (version, job)
+                if job is not None:
+                    jobs.append(job)
+        self._typed = typed  # jobs gone from the caches are forgotten
         self._engine_jobs = {job.key for job in jobs if job.owner is Owner.ENGINE}
         return jobs
 
@@ -175,6 +182,15 @@ class KubeCluster:
         for thread in self._threads:
             thread.join(timeout=10)
         self.recorder.close()
+
+
+def _typed_job(obj: JSON) -> ManagedJob | None:
+    """The job's typed view; None for jobs that are not elastic and for unreadable ones."""
+    try:
+        return managed_job(obj)
+    except (KeyError, TypeError, ValueError) as error:  # the CRD schema should prevent it
+        log.warning("skipping unreadable job %s: %r", obj.get("metadata", {}).get("name"), error)
+        return None
 
 
 def _ignore(kind: str, obj: JSON) -> None:

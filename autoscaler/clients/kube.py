@@ -6,11 +6,13 @@ cheaper. Errors that callers act on are translated into the exceptions below.
 """
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client, config
+from kubernetes.client import rest
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
@@ -19,6 +21,10 @@ from autoscaler.clients.kubeconfig import DEFAULT_KUBECONFIG, client_from_kubeco
 
 JSON = dict[str, Any]
 REQUEST_TIMEOUT = 30.0
+# Connections kept per API server: the engine's informers hold a watch each while its writer
+# threads send at once; past the pool's size urllib3 opens a new connection per request and
+# throws it away (the client's default is 5 per CPU, 10 on two cores).
+POOL_CONNECTIONS = 32
 
 
 class NotFoundError(Exception):
@@ -69,23 +75,39 @@ def api_client(*, kubeconfig: str | None = None, context: str | None = None) -> 
     """From a kubeconfig file (`context`, else its current one), else the in-cluster service
     account. A context without a file reads ~/.kube/config, as kubectl would."""
     if kubeconfig or context:
-        return client_from_kubeconfig(kubeconfig or DEFAULT_KUBECONFIG, context)
+        return _pooled(client_from_kubeconfig(kubeconfig or DEFAULT_KUBECONFIG, context))
     config.load_incluster_config()
-    return client.ApiClient()
+    return _pooled(client.ApiClient())
+
+
+def _pooled(api: client.ApiClient) -> client.ApiClient:
+    """`api` with a connection pool of at least POOL_CONNECTIONS."""
+    configured = api.configuration.connection_pool_maxsize or 0
+    if configured < POOL_CONNECTIONS:
+        api.configuration.connection_pool_maxsize = POOL_CONNECTIONS
+        api.rest_client.close()
+        api.rest_client = rest.RESTClientObject(api.configuration)
+    return api
 
 
 class Kube:
-    """JSON in, JSON out, with a count of requests for the benchmarks and metrics."""
+    """JSON in, JSON out, with a count of requests for the benchmarks and metrics. Safe to share
+    between threads (the urllib3 pool is; the counts are kept under a lock)."""
 
     def __init__(self, api: client.ApiClient) -> None:
         self.api = api
         self.requests = 0
         self.writes = 0
+        self._counts = threading.Lock()
+
+    def _count(self, method: str) -> None:
+        with self._counts:
+            self.requests += 1
+            self.writes += method != "GET"
 
     def request(self, method: str, path: str, **options: Any) -> JSON:
         """One request; `options` as `_send`'s. Returns the decoded JSON body."""
-        self.requests += 1
-        self.writes += method != "GET"
+        self._count(method)
         response = self._send(method, path, **options)
         response.read()
         data: JSON = json.loads(response.data or b"{}")
@@ -158,7 +180,7 @@ class Kube:
         ]
         if selector:
             query.append(("labelSelector", selector))
-        self.requests += 1
+        self._count("GET")
         path = resource.path(namespace)
         response = self._send("GET", path, query=query, timeout=timeout + 10).response
         if on_open is not None:

@@ -85,6 +85,9 @@ class EngineConfig(Strict):
         description="stall of one rescale (the measured median with the operator's rdzv settings)",
     )
     decision_log: Path | None = Field(default=None, description="JSON lines, one per job and round")
+    write_concurrency: PositiveInt = Field(
+        default=8, description="jobs written at once (each job's /scale, then its state)"
+    )
     state_save_seconds: PositiveFloat = Field(
         default=300.0, description="rewrite an unchanged job's state annotation at most this often"
     )

@@ -20,6 +20,7 @@ class MemoryCluster:
     events: list[tuple[str, str, bool]] = field(default_factory=list)  # (job, reason, warning)
     messages: list[tuple[str, str]] = field(default_factory=list)  # (job, message) of each Event
     states: dict[JobKey, str] = field(default_factory=dict)
+    saves: list[str] = field(default_factory=list)  # the job of each state write, in order
     fail_writes: bool = False
 
     def jobs(self) -> Sequence[ManagedJob]:
@@ -37,6 +38,7 @@ class MemoryCluster:
 
     def save_state(self, job: ManagedJob, *, state: str) -> None:
         self.states[job.key] = state
+        self.saves.append(job.name)
 
     def event(self, job: ManagedJob, *, reason: str, message: str, warning: bool = False) -> None:
         self.events.append((job.name, reason, warning))

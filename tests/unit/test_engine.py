@@ -1,5 +1,6 @@
 """The decision round against an in-memory cluster: what is written, held, announced and logged."""
 
+import copy
 import dataclasses
 import threading
 from collections.abc import Callable, Sequence
@@ -10,7 +11,8 @@ import pytest
 
 from autoscaler.engine.config import EngineConfig, PolicySelection, SettleConfig
 from autoscaler.engine.engine import Engine
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
+from autoscaler.engine.report import RoundReport
 from autoscaler.engine.state import JobState
 from autoscaler.observability.decision_log import DecisionLog, read_decision_log
 from autoscaler.observability.engine_metrics import engine_metrics
@@ -268,3 +270,139 @@ def test_jobs_sized_by_others_count_as_decisions_by_their_owners_reason() -> Non
 
     assert (decisions("ManagedByKueue"), decisions("ManagedByHPA")) == (2, 3)
     assert decisions("ManagedByEngine") is None  # the engine's own jobs have their own reasons
+
+
+# -- what a round writes: state only on a change in substance, Events a user needs ----------------
+
+HELD = CONFIG.model_copy(
+    update={
+        "settle": SettleConfig(
+            settle_seconds=30, cooldown_seconds=90, scale_down_stabilization_seconds=0
+        ),
+        "state_save_seconds": 3600.0,
+    }
+)
+
+
+def test_the_state_is_written_when_it_changes_in_substance_not_as_time_passes() -> None:
+    engine, cluster, _ = setup([make_job("linear"), make_job("flat")], config=HELD)
+    cluster.gpus = 20.0
+    rounds(engine, 20)  # linear grows to its maximum, then both stay put
+    settled = len(cluster.saves)
+    writes = len(cluster.writes)
+    later = [START + timedelta(seconds=30 * i) for i in range(20, 30)]
+    for now in later:
+        engine.run_once(now=now)
+    assert len(cluster.writes) == writes  # nothing rescaled meanwhile...
+    assert len(cluster.saves) == settled  # ...so only timestamps moved: nothing saved
+    saved = JobState.from_json(cluster.states[("ns", "flat")])
+    assert engine.states[("ns", "flat")].accounted_at == later[-1] != saved.accounted_at
+    # Each rescale was saved in its round (with the cooldown and restarts it starts), and here
+    # nothing else was: the held rounds and the policy's unchanged wishes wrote no state.
+    for name in ("linear", "flat"):
+        assert cluster.saves.count(name) == [n for n, _ in cluster.writes].count(name) >= 2
+
+
+def test_a_new_engine_decides_exactly_as_the_old_one_from_the_saved_state() -> None:
+    """A leader change mid-cooldown: the successor, from the annotations alone, holds, rescales
+    and spends restarts in the same rounds as the engine it replaces."""
+    engine, cluster, throughput = setup([make_job("linear"), make_job("flat")], config=HELD)
+    cluster.gpus = 20.0
+    times = [START + timedelta(seconds=30 * i) for i in range(24)]
+    for now in times[:2]:  # the first rescale, then a round of its cooldown
+        engine.run_once(now=now)
+    assert engine.run_once(now=times[2]).outcomes[0].settled.reason == "RescaleCooldown"
+    twin = copy.deepcopy(cluster)  # what a new leader finds: the jobs and their annotations
+    successor = Engine(
+        cluster=twin,
+        throughput=CurveThroughput(twin, throughput.curves),
+        policy=engine.policy,
+        policy_name="p",
+        config=HELD,
+    )
+    for now in times[3:]:
+        old, new = engine.run_once(now=now), successor.run_once(now=now)
+        assert _decided(new) == _decided(old), now
+    assert twin.writes == cluster.writes
+    assert len(cluster.writes) >= 3  # the comparison covered rescales, not only holds
+    for key, state in engine.states.items():
+        resumed = successor.states[key]
+        assert (resumed.last_rescale, resumed.rescales, resumed.restarts_spent) == (
+            state.last_rescale,
+            state.rescales,
+            state.restarts_spent,
+        )
+
+
+def _decided(report: RoundReport) -> list[tuple[str, int, str, bool]]:
+    return [(o.job.name, o.settled.replicas, o.settled.reason, o.written) for o in report.outcomes]
+
+
+def test_events_announce_rescales_and_new_hold_reasons_once() -> None:
+    engine, cluster, throughput = setup([make_job("linear")], config=HELD)
+    cluster.gpus = 20.0
+    rounds(engine, 12)
+    reasons = [reason for _, reason, _ in cluster.events]
+    assert reasons.count("Rescaled") == len(cluster.writes) >= 2
+    assert set(reasons) == {"Rescaled"}  # no Event per cooldown or unchanged policy reason
+    throughput.failing["linear"] = "HTTP 503: unavailable"
+    for i in range(12, 15):
+        engine.run_once(now=START + timedelta(seconds=30 * i))
+    assert [reason for _, reason, _ in cluster.events].count("MetricsUnavailable") == 1
+
+
+class RacingCluster(MemoryCluster):
+    """Writes that wait for each other (two at once, or the round fails), one that raises, and
+    every write logged with its job, in the order they happen."""
+
+    def __init__(self, jobs: dict[JobKey, ManagedJob]) -> None:
+        super().__init__(jobs, gpus=200.0)
+        self.together = threading.Barrier(2, timeout=10)
+        self.log: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+
+    def scale(self, job: ManagedJob, *, replicas: int) -> ScaleResult:
+        if job.name == "broken":
+            raise ConnectionResetError("connection reset by peer")
+        if job.name in ("a", "b"):
+            self.together.wait()  # both in flight at once: the writes run side by side
+        with self.lock:
+            self.log.append(("scale", job.name))
+        return super().scale(job, replicas=replicas)
+
+    def save_state(self, job: ManagedJob, *, state: str) -> None:
+        with self.lock:
+            self.log.append(("save", job.name))
+        super().save_state(job, state=state)
+
+
+def test_writes_run_side_by_side_in_order_per_job_and_a_failure_stays_with_its_job() -> None:
+    names = ["a", "b", "broken", "c", "d"]
+    jobs = [make_job(name, replicas=1) for name in names]
+    cluster = RacingCluster({job.key: job for job in jobs})
+    wish = type(
+        "Grow",
+        (),
+        {"decide": lambda self, view, *, now: [Decision(j.namespace, j.name, 2, "Grow", "") for j in view.jobs]},
+    )()  # fmt: skip
+    config = CONFIG.model_copy(update={"write_concurrency": 4})
+    engine = Engine(
+        cluster=cluster,
+        throughput=CurveThroughput(cluster, {name: linear for name in names}),
+        policy=wish,
+        policy_name="p",
+        config=config,
+    )
+    try:
+        report = engine.run_once(now=START)
+    finally:
+        engine.close()
+    by_job = {o.job.name: o for o in report.outcomes}
+    assert [o.job.name for o in report.outcomes] == names  # in the jobs' order
+    assert {name for name, o in by_job.items() if o.written} == {"a", "b", "c", "d"}
+    assert "connection reset" in by_job["broken"].error
+    assert ("broken", "ScaleFailed", True) in cluster.events
+    for name in ("a", "b", "c", "d"):
+        assert cluster.log.index(("scale", name)) < cluster.log.index(("save", name))
+    assert JobState.from_json(cluster.states[("ns", "broken")]).rescales == 0  # saved, unscaled
+    assert engine.states[("ns", "a")].rescales == 1
