@@ -28,8 +28,12 @@ Events were sent. The `/scale` GET before each `/scale` PUT is part of that writ
 optimistic-concurrency read). The engine's informers (jobs, nodes, pods) LIST and WATCH on their
 own threads: each watch counts as one request when it opens (as `Kube.watch` counts it); their
 first LIST and WATCH, in round 1, are reported apart, and later re-watches or re-lists that fall
-into a round stay in its count, which the target's constant allows for. Always exits 0 unless
-the benchmark itself breaks; a missed target prints MISSED.
+into a round stay in its count. That is the target's constant, `EXTRA_REQUESTS`: each watch
+asks the server to end it after `WATCH_SECONDS` (300 s), so a round shorter than that re-opens
+each watch at most once, and a re-list follows only a watch that expired (410) or broke: at most
+one of each per informer and round. Writes go out from the engine's writer threads, all through
+the one counted Kube. Always exits 0 unless the benchmark itself breaks; a missed target prints
+MISSED.
 """
 
 from __future__ import annotations

@@ -27,6 +27,10 @@ JSON = dict[str, Any]
 NODES = Resource("", "v1", "nodes")
 SCALE_ATTEMPTS = 3
 SYNC_TIMEOUT = 60.0  # s for the first LISTs; past it the round fails and the next one waits again
+# Server-side timeout of the informers' watches: each re-opens that often (one request, in
+# whichever round it falls). client-go's reflectors ask for 5-10 min; with 60 s, rounds that
+# lasted minutes re-opened each watch several times (12 re-watches in a 274 s round).
+WATCH_SECONDS = 300
 log = logging.getLogger(__name__)
 
 
@@ -52,10 +56,11 @@ class KubeCluster:
         self._typed: dict[JobKey, tuple[str, ManagedJob | None]] = {}
         scopes = self.namespaces or (None,)  # None: every namespace
         self._job_informers = [
-            Informer(kube, JOBS, namespace=ns, on_event=_ignore) for ns in scopes
+            Informer(kube, JOBS, namespace=ns, on_event=_ignore, watch_timeout=WATCH_SECONDS)
+            for ns in scopes
         ]
-        self._nodes = Informer(kube, NODES, on_event=_ignore)
-        self._pods = Informer(kube, PODS, on_event=_ignore)
+        self._nodes = Informer(kube, NODES, on_event=_ignore, watch_timeout=WATCH_SECONDS)
+        self._pods = Informer(kube, PODS, on_event=_ignore, watch_timeout=WATCH_SECONDS)
         self._informers = [*self._job_informers, self._nodes, self._pods]
         self._stop = threading.Event()
         self._started = threading.Lock()
