@@ -1,7 +1,7 @@
 """The engine's configuration file (YAML), validated by its model; unknown keys are errors."""
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt
@@ -24,6 +24,19 @@ class PolicySelection(Strict):
         default_factory=dict, description="validated by the policy's model"
     )
     timeout_seconds: PositiveFloat = Field(default=10.0, description="a slower decision is dropped")
+    isolation: Literal["process", "thread"] = Field(
+        default="process",
+        description="process: decide in a worker process, killed and replaced when a call"
+        " overruns its time or memory; thread: in the engine's own process (a hung call is"
+        " never stopped, a leak grows the engine)",
+    )
+    max_memory_mb: PositiveFloat = Field(
+        default=1024.0,
+        description="process isolation: a worker whose resident memory passes this is replaced",
+    )
+    start_timeout_seconds: PositiveFloat = Field(
+        default=60.0, description="process isolation: time a new worker has to load the plug-in"
+    )
 
 
 class PrometheusSource(Strict):
