@@ -22,7 +22,7 @@ Behaviour = Literal["decide", "raise", "hang", "exit", "invalid", "leak", "bloat
 
 class MisbehavingConfig(GlobalOptimizerConfig):
     behaviour: Behaviour = "decide"
-    hang_once_file: str | None = None  # with "hang": hang only while this file is absent
+    hang_once_file: str | None = None  # with "hang": hang once, creating this file
     leak_mb: NonNegativeInt = 50  # with "leak": kept per call, never freed; "bloat": then hang
 
 
@@ -40,7 +40,7 @@ class MisbehavingOptimizer:
             os._exit(3)  # a crash the worker cannot report: the engine sees EOF
         if behaviour == "bloat":
             self.kept.append(b"\x01" * (self.config.leak_mb << 20))  # written: resident
-        if behaviour == "bloat" or (behaviour == "hang" and self._hangs()):
+        if behaviour == "bloat" or (behaviour == "hang" and self._hangs(snapshot)):
             while True:  # never returns; only SIGKILL ends it
                 time.sleep(0.01)
         if behaviour == "invalid":
@@ -49,10 +49,14 @@ class MisbehavingOptimizer:
             self.kept.append(b"\x01" * (self.config.leak_mb << 20))  # written: resident
         return self.inner.decide(snapshot, now=now)
 
-    def _hangs(self) -> bool:
+    def _hangs(self, snapshot: Snapshot) -> bool:
+        """Always, or with `hang_once_file`: once, at the first call with a throughput to
+        decide on (before it, the engine holds every job anyway)."""
         marker = self.config.hang_once_file
         if marker is None:
             return True
+        if not any(job.throughput for job in snapshot.jobs):
+            return False
         if Path(marker).exists():
             return False
         Path(marker).touch()  # the next worker finds it and decides
