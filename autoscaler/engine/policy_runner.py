@@ -13,8 +13,9 @@ for decisions and gets back either them or the reason every count must be kept t
   after. The default of `autoscaler engine`.
 
 The worker loads the plug-in through the registry from plain data (its reference and config), so
-the policy never crosses the process boundary. Its replies are plain rows, read back with an
-unpickler that refuses every class: nothing a worker sends can make the engine import code.
+the policy never crosses the process boundary, and nothing from the working directory (see
+`_without_working_directory`). Its replies are plain rows, read back with an unpickler that
+refuses every class: nothing a worker sends can make the engine import code.
 """
 
 import io
@@ -26,9 +27,10 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from multiprocessing.connection import Connection
@@ -194,7 +196,8 @@ class ProcessRunner:
         process = self._context.Process(
             target=_serve, args=(theirs, self.spec), name=f"policy-{self.name}", daemon=True
         )
-        process.start()
+        with _without_working_directory():
+            process.start()
         theirs.close()  # the worker's end lives in the worker: its exit is our EOF
         return _Worker(process=process, conn=ours)
 
@@ -265,6 +268,30 @@ class ProcessRunner:
             _stop(worker)
             self.replacements += 1
             self._worker = self._start()
+
+
+_ENVIRONMENT = threading.Lock()
+
+
+@contextmanager
+def _without_working_directory() -> Iterator[None]:
+    """Start a worker whose interpreter never puts its working directory on sys.path.
+
+    multiprocessing boots a worker with `python -c ...`, which puts the working directory first
+    on sys.path while the worker imports `multiprocessing` itself: a `multiprocessing/` there
+    (say, in a job's checkout the engine runs from) would run in the worker. PYTHONSAFEPATH
+    (Python 3.11) turns that off; it is set only while the worker starts, which inherits it.
+    """
+    with _ENVIRONMENT:
+        before = os.environ.get("PYTHONSAFEPATH")
+        os.environ["PYTHONSAFEPATH"] = "1"
+        try:
+            yield
+        finally:
+            if before is None:
+                del os.environ["PYTHONSAFEPATH"]
+            else:
+                os.environ["PYTHONSAFEPATH"] = before
 
 
 def _over(used: int | None, limit: float) -> bool:

@@ -185,6 +185,21 @@ def test_a_relative_file_reference_is_made_absolute_for_the_worker(
     assert PluginSpec.of("global-optimizer", {}).reference == "global-optimizer"
 
 
+def test_a_worker_imports_nothing_from_its_working_directory(
+    running: list[ProcessRunner], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker boots with `python -c`, which would put its working directory first on
+    sys.path while it imports multiprocessing: a package there must not run."""
+    shadow = tmp_path / "multiprocessing"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise ImportError('imported from the working directory')")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)
+    one = started(running)
+    assert (call(one).fallback, one.replacements) == ("", 0)
+    assert "PYTHONSAFEPATH" not in os.environ  # set only while the worker started
+
+
 def test_a_worker_reply_can_name_no_class() -> None:
     """Unpickling a class would import its module from anywhere on sys.path (the working
     directory included): the engine reads the worker's replies as builtins only."""
