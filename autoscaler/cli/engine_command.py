@@ -19,6 +19,7 @@ from autoscaler.clients.kube import Kube, api_client
 from autoscaler.clients.prometheus import PrometheusThroughput
 from autoscaler.engine.config import EngineConfig, load_config
 from autoscaler.engine.engine import Engine
+from autoscaler.engine.policy_runner import PluginSpec, PolicyRunner, ProcessRunner, ThreadRunner
 from autoscaler.metrics_contract import DEFAULT_QUERY_TEMPLATE
 from autoscaler.observability.decision_log import DecisionLog
 from autoscaler.observability.engine_metrics import engine_metrics
@@ -130,6 +131,25 @@ def policy_from(config: EngineConfig) -> tuple[str, Policy]:
     return plugin.name, build(plugin, config.policy.config)
 
 
+def runner_from(config: EngineConfig, *, name: str, policy: Policy) -> PolicyRunner:
+    """How the engine calls its policy: in a worker process unless the config says thread.
+
+    A process by default because a plug-in is foreign code: a hung call in a thread pins that
+    thread for good (no decision ever again) and a leak in it grows the engine until its pod is
+    OOM-killed; a worker is killed and replaced instead. Its cost is a copy of the snapshot
+    each way (see docs/policies.md for the figure at 5,000 jobs)."""
+    selection = config.policy
+    if selection.isolation == "thread":
+        return ThreadRunner(policy, name=name, timeout=selection.timeout_seconds)
+    return ProcessRunner(
+        PluginSpec.of(selection.name, selection.config),
+        name=name,
+        timeout=selection.timeout_seconds,
+        max_memory_mb=selection.max_memory_mb,
+        start_timeout=selection.start_timeout_seconds,
+    )
+
+
 def run_engine(args: argparse.Namespace) -> int:
     configure_logging()
     config = load_config(args.config)
@@ -157,6 +177,7 @@ def run_engine(args: argparse.Namespace) -> int:
         model=reporting.model,
         metrics=metrics,
         decision_log=DecisionLog(config.decision_log) if config.decision_log else None,
+        runner=runner_from(config, name=name, policy=policy),
     )
 
     health = RoundHealth(interval=config.interval_seconds)

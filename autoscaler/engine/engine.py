@@ -1,7 +1,8 @@
 """One decision round: observe -> decide -> settle -> act -> record.
 
 Pure steps live in `settle` and `snapshot`; this module sequences them and does the I/O through
-the ports. A policy that raises, overruns its time budget or returns nonsense never changes a
+the ports. The policy is called through a `PolicyRunner` (in a thread, or in a worker process):
+a policy that raises, overruns its time or memory budget or returns nonsense never changes a
 count: that round keeps every job where it is, with an Event and a metric.
 """
 
@@ -9,13 +10,11 @@ import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from autoscaler.engine.config import EngineConfig
+from autoscaler.engine.policy_runner import PolicyRunner, ThreadRunner
 from autoscaler.engine.ports import (
     Cluster,
     JobKey,
@@ -39,7 +38,7 @@ from autoscaler.engine.snapshot import pinned, snapshot
 from autoscaler.engine.state import DecisionRecord, JobState, Step
 from autoscaler.observability.decision_log import DecisionLog
 from autoscaler.observability.engine_metrics import EngineMetrics
-from autoscaler.policies.contract import Decision, Policy, Snapshot
+from autoscaler.policies.contract import Policy, Snapshot
 from autoscaler.policies.objective import Objective
 from autoscaler.policies.speedup import JobCurve, curves, objective_value
 from autoscaler.policies.throughput_model import ThroughputModel
@@ -67,7 +66,10 @@ class Engine:
         model: ThroughputModel | None = None,
         metrics: EngineMetrics | None = None,
         decision_log: DecisionLog | None = None,
+        runner: PolicyRunner | None = None,
     ) -> None:
+        """`runner` calls the policy (default: a `ThreadRunner` on `policy`); `policy` stays
+        the one whose `reporting` scores the rounds."""
         self.cluster, self.throughput, self.policy = cluster, throughput, policy
         self.policy_name, self.config = policy_name, config
         self.objective = objective or Objective()
@@ -75,13 +77,14 @@ class Engine:
         self.metrics, self.decision_log = metrics, decision_log
         self.states: dict[JobKey, JobState] = {}
         self._saved: dict[JobKey, tuple[str, datetime]] = {}
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy")
-        self._running: Future[Sequence[Decision]] | None = None
+        self.runner = runner or ThreadRunner(
+            policy, name=policy_name, timeout=config.policy.timeout_seconds
+        )
         self._problems: dict[JobKey, tuple[str, ...]] = {}
         self._failures: dict[JobKey, str] = {}  # this round's failed throughput queries
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self.runner.close()
 
     def run_once(self, *, now: datetime) -> RoundReport:
         elastic = self.cluster.jobs()
@@ -225,9 +228,10 @@ class Engine:
 
     def _decide(self, view: Snapshot, *, jobs: Sequence[ManagedJob], now: datetime) -> Proposals:
         started = time.perf_counter()
-        decisions, fallback = self._call_policy(view, now=now)
+        result = self.runner.decide(view, now=now)
         seconds = time.perf_counter() - started
-        by_key = {decision.key: decision for decision in decisions}
+        fallback = result.fallback
+        by_key = {decision.key: decision for decision in result.decisions}
         steps = {}
         for job in jobs:
             decision = by_key.get(job.key)
@@ -246,28 +250,6 @@ class Engine:
                     message=decision.message,
                 )
         return Proposals(steps=steps, seconds=seconds, fallback=fallback)
-
-    def _call_policy(self, view: Snapshot, *, now: datetime) -> tuple[Sequence[Decision], str]:
-        """The policy's decisions, or none and the reason why every count must be kept."""
-        if self._running is not None and not self._running.done():
-            return [], "PolicyStillRunning"
-        budget = self.config.policy.timeout_seconds
-        self._running = self._executor.submit(self.policy.decide, view, now=now)
-        try:
-            decisions = self._running.result(timeout=budget)
-        except FutureTimeout:
-            log.error("policy %s overran its %.1f s budget", self.policy_name, budget)
-            return [], "PolicyTimeout"
-        except Exception:  # plug-in code: any failure keeps every count
-            log.exception("policy %s failed", self.policy_name)
-            return [], "PolicyFailed"
-        if not _well_formed(decisions):
-            log.error(
-                "policy %s returned something other than Decisions with integer counts",
-                self.policy_name,
-            )
-            return [], "PolicyInvalid"
-        return decisions, ""
 
     def _act(
         self,
@@ -388,13 +370,6 @@ def _with_declared_total(job: ManagedJob, progress: Progress | None) -> ManagedJ
     if job.total_samples is not None or reported is None or not reported > 0:
         return job
     return dataclasses.replace(job, total_samples=reported)
-
-
-def _well_formed(decisions: Any) -> bool:
-    try:
-        return all(isinstance(d, Decision) and type(d.replicas) is int for d in decisions)
-    except TypeError:
-        return False
 
 
 def _essence(state: JobState) -> str:
