@@ -83,9 +83,11 @@ def engine_process(
     lease_namespace: str,
     workdir: Path,
     lease: Sequence[str] = LEASE_FLAGS,
+    exit_code: int = 0,
 ) -> Iterator[ServiceProcess]:
-    """The engine with `config`, its lease in `lease_namespace`, serving /healthz; it must exit 0
-    on SIGTERM."""
+    """The engine with `config`, its lease in `lease_namespace`, serving /healthz; its exit status
+    must be `exit_code` (0: SIGTERMed at exit; a fault test may kill it, or it may lose its lease).
+    """
     path = workdir / "engine.yaml"
     path.write_text(yaml.safe_dump(config))
     port, log = free_port(), workdir / "engine.log"
@@ -94,7 +96,8 @@ def engine_process(
         "--kubeconfig", str(kubeconfig), "--metrics-address", f"127.0.0.1:{port}",
         "--lease-namespace", lease_namespace, *lease,
     ]  # fmt: skip
-    with _stopped_at_exit(ServiceProcess(start_process(argv, log_path=log), port, log)) as engine:
+    started = ServiceProcess(start_process(argv, log_path=log), port, log)
+    with _stopped_at_exit(started, exit_code=exit_code) as engine:
         wait_for(engine.serves, what="the engine to serve /healthz")
         yield engine
 
@@ -108,9 +111,10 @@ def operator_process(
     identity: str = "operator",
     lease: Sequence[str] = LEASE_FLAGS,
     flags: Sequence[str] = (),
+    exit_code: int = 0,
 ) -> Iterator[ServiceProcess]:
     """The operator (resync every 2 s, then `flags`), its lease in `lease_namespace`, serving
-    /healthz."""
+    /healthz; its exit status must be `exit_code`, as the engine's."""
     port, log = free_port(), workdir / f"{identity}.log"
     argv = [
         sys.executable, "-m", "autoscaler", "operator",
@@ -118,18 +122,20 @@ def operator_process(
         "--identity", identity, "--lease-namespace", lease_namespace, *lease,
         "--resync-seconds", "2", *flags,
     ]  # fmt: skip
-    with _stopped_at_exit(ServiceProcess(start_process(argv, log_path=log), port, log)) as operator:
+    started = ServiceProcess(start_process(argv, log_path=log), port, log)
+    with _stopped_at_exit(started, exit_code=exit_code) as operator:
         wait_for(operator.serves, what=f"{identity} to serve /healthz")
         yield operator
 
 
 @contextmanager
-def _stopped_at_exit(process: ServiceProcess) -> Iterator[ServiceProcess]:
-    """SIGTERM at exit; a clean exit is asserted only when nothing else failed first."""
+def _stopped_at_exit(process: ServiceProcess, *, exit_code: int) -> Iterator[ServiceProcess]:
+    """SIGTERM at exit (if still running); the exit status is asserted only when nothing else
+    failed first."""
     try:
         yield process
     except BaseException:
         stop_process(process.proc)
         raise
     code = stop_process(process.proc)
-    assert code == 0, log_tail(process.log)
+    assert code == exit_code, log_tail(process.log)
