@@ -77,6 +77,7 @@ class Engine:
         self.metrics, self.decision_log = metrics, decision_log
         self.states: dict[JobKey, JobState] = {}
         self._saved: dict[JobKey, tuple[str, datetime]] = {}
+        self._stored_replicas: dict[JobKey, int | None] = {}  # the count the stored state holds
         self.runner = runner or ThreadRunner(
             policy, name=policy_name, timeout=config.policy.timeout_seconds
         )
@@ -153,7 +154,10 @@ class Engine:
         config = self.config.settle
         holds = {}
         for job in jobs:
-            state = self.states.get(job.key) or JobState.from_json(job.state)
+            state = self.states.get(job.key)
+            if state is None:
+                state = JobState.from_json(job.state)
+                self._stored_replicas[job.key] = state.replicas
             done = progress.get(job.key, Progress()).samples_done
             state = observe(
                 job, state, reading=readings[job.key], samples_done=done, now=now, config=config
@@ -271,7 +275,9 @@ class Engine:
             config=self.config.settle,
         )
         written, error = False, ""
-        if settled.replicas != job.replicas:
+        if settled.replicas != job.replicas and not self._write_ahead(job, state):
+            error = "the state could not be stored before the write"
+        elif settled.replicas != job.replicas:
             result = self.cluster.scale(job, replicas=settled.replicas)
             written, error = result.written, result.error
             if written:
@@ -331,6 +337,22 @@ class Engine:
             warning = record.reason.startswith("Policy") or record.reason == "MetricsUnavailable"
             self.cluster.event(job, reason=record.reason, message=record.message, warning=warning)
 
+    def _write_ahead(self, job: ManagedJob, state: JobState) -> bool:
+        """Before a write, the stored state must hold the count the write changes: then a
+        leader killed between its write and its state save leaves a state whose count differs
+        from the job's, which the next leader counts as a rescale (its cooldown starting then).
+        Without it a job's first rescale was never stored, and the next leader rescaled the job
+        again in its first round (the fault matrix's engine case measured it)."""
+        if self._stored_replicas.get(job.key) == job.replicas:
+            return True
+        try:
+            self.cluster.save_state(job, state=state.to_json())
+        except Exception:  # no write whose rescale could go uncounted
+            log.exception("storing the state of %s/%s before a write failed", *job.key)
+            return False
+        self._stored_replicas[job.key] = state.replicas
+        return True
+
     def _save(self, job: ManagedJob, *, now: datetime) -> None:
         """Persist the state when something that matters changed, else at most every few minutes."""
         state = self.states[job.key]
@@ -342,6 +364,7 @@ class Engine:
         try:
             self.cluster.save_state(job, state=state.to_json())
             self._saved[job.key] = (essence, now)
+            self._stored_replicas[job.key] = state.replicas
         except Exception:  # the next round retries; the decision itself already happened
             log.exception("saving the state of %s/%s failed", job.namespace, job.name)
 
@@ -359,6 +382,7 @@ class Engine:
         for key in set(self.states) - keys:
             self.states.pop(key)
             self._saved.pop(key, None)
+            self._stored_replicas.pop(key, None)
             self._problems.pop(key, None)
             if self.metrics:
                 self.metrics.forget(namespace=key[0], name=key[1])

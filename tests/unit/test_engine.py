@@ -10,7 +10,7 @@ import pytest
 
 from autoscaler.engine.config import EngineConfig, PolicySelection, SettleConfig
 from autoscaler.engine.engine import Engine
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.ports import ManagedJob, Owner, ScaleResult
 from autoscaler.engine.state import JobState
 from autoscaler.observability.decision_log import DecisionLog, read_decision_log
 from autoscaler.observability.engine_metrics import engine_metrics
@@ -268,3 +268,55 @@ def test_jobs_sized_by_others_count_as_decisions_by_their_owners_reason() -> Non
 
     assert (decisions("ManagedByKueue"), decisions("ManagedByHPA")) == (2, 3)
     assert decisions("ManagedByEngine") is None  # the engine's own jobs have their own reasons
+
+
+@dataclasses.dataclass
+class KilledAfterWrite(MemoryCluster):
+    """The engine's process killed as soon as the server took its first write: nothing the
+    engine sends after it arrives (its state save, its Event)."""
+
+    killed: bool = False
+
+    def scale(self, job: ManagedJob, *, replicas: int) -> ScaleResult:
+        result = super().scale(job, replicas=replicas)
+        self.killed = True
+        return result
+
+    def save_state(self, job: ManagedJob, *, state: str) -> None:
+        if self.killed:
+            raise ConnectionError("the engine was killed")
+        super().save_state(job, state=state)
+
+    def event(self, job: ManagedJob, *, reason: str, message: str, warning: bool = False) -> None:
+        if not self.killed:
+            super().event(job, reason=reason, message=message, warning=warning)
+
+
+def test_a_first_rescale_whose_state_save_was_lost_is_counted_by_the_next_leader() -> None:
+    """Before its write the engine stores the count it changes, so the next leader sees the job
+    rescaled and keeps its cooldown, instead of rescaling again at once."""
+    config = CONFIG.model_copy(
+        update={"settle": SettleConfig(settle_seconds=0, cooldown_seconds=180)}
+    )
+    job = make_job("linear")
+    cluster = KilledAfterWrite({job.key: job})
+    throughput = CurveThroughput(cluster, {"linear": linear})
+    policy = GlobalOptimizer(GlobalOptimizerConfig(restart_seconds=0))
+
+    def leader() -> Engine:
+        return Engine(
+            cluster=cluster, throughput=throughput, policy=policy, policy_name="p", config=config
+        )
+
+    leader().run_once(now=START)
+    assert len(cluster.writes) == 1
+    assert cluster.killed
+    grown = cluster.writes[0][1]
+    assert grown > job.replicas
+    cluster.killed = False  # the next leader reaches the server
+    leader().run_once(now=START + timedelta(seconds=20))
+    assert cluster.writes == [("linear", grown)]  # not rescaled again inside the cooldown
+    state = JobState.from_json(cluster.states[job.key])
+    assert (state.replicas, state.rescales) == (grown, 1)
+    assert state.last_decision is not None
+    assert state.last_decision.reason == "RescaleCooldown"
