@@ -134,6 +134,8 @@ class ApiProxy:
         with self._lock:
             self._closed = True
             sockets = list(self._sockets)
+        with suppress(OSError):  # wakes the blocked accept(); a close alone does not
+            self._listener.shutdown(socket.SHUT_RDWR)
         with suppress(OSError):
             self._listener.close()
         for sock in sockets:
