@@ -9,8 +9,10 @@ against the control plane's CA passes) and forwards every request to the real se
 - SIGKILLs the process when a request matches (`kill_on`): `before` forwarding it (the process
   decided, the server never saw the write) or `after` the server answered it (the write is
   done, the process never learns it);
-- cuts the process off (`cut`): open connections are torn down, requests that still come are
-  read, logged with no status, and answered by closing the connection; `restore` ends that.
+- cuts the process off (`cut`): requests that still come are read and logged with no status;
+  `refused`: open connections are torn down and each request is answered by closing its
+  connection (the server is down: the client fails at once); `silent`: nothing is answered and
+  no connection closes (a partition: the client waits for its own timeouts). `restore` ends it.
 
 Requests are parsed only as far as HTTP/1.1 framing needs (Content-Length or chunked), so watches
 stream through unchanged. Only what this module started is stopped by `close`.
@@ -78,7 +80,10 @@ class ApiProxy:
         self._exchanges: list[Exchange] = []
         self._kills: list[_Kill] = []
         self._sockets: set[socket.socket] = set()
-        self._cut = False
+        self._cut: Literal["", "refused", "silent"] = ""
+        self._healed = threading.Event()  # set while not cut silently: held connections may end
+        self._healed.set()
+        self._upstreams: set[socket.socket] = set()
         self._closed = False
         self._threads: list[threading.Thread] = []
         self._accepting = threading.Thread(target=self._accept, name="apiproxy", daemon=True)
@@ -108,11 +113,14 @@ class ApiProxy:
             self._kills.append(kill)
         return kill.fired
 
-    def cut(self) -> float:
+    def cut(self, how: Literal["refused", "silent"] = "refused") -> float:
         """Cut the process off from the API server; returns when (time.time())."""
         with self._lock:
-            self._cut = True
-            sockets = list(self._sockets)
+            self._cut = how
+            if how == "silent":
+                self._healed.clear()
+            # Silent: only the server's side goes; the process's connections stay open, unanswered.
+            sockets = list(self._sockets if how == "refused" else self._upstreams)
         for sock in sockets:
             with suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
@@ -120,7 +128,8 @@ class ApiProxy:
 
     def restore(self) -> None:
         with self._lock:
-            self._cut = False
+            self._cut = ""
+        self._healed.set()
 
     @property
     def exchanges(self) -> list[Exchange]:
@@ -134,6 +143,7 @@ class ApiProxy:
         with self._lock:
             self._closed = True
             sockets = list(self._sockets)
+        self._healed.set()
         with suppress(OSError):  # wakes the blocked accept(); a close alone does not
             self._listener.shutdown(socket.SHUT_RDWR)
         with suppress(OSError):
@@ -185,6 +195,7 @@ class ApiProxy:
                     self._log(Exchange(method, path, query, arrived, None, None, _json(body)))
                     if kill is not None:
                         self._fire(kill)
+                    self._healed.wait()  # a silent cut holds the request unanswered
                     return
                 if upstream is None:
                     upstream = self._connect()
@@ -200,7 +211,9 @@ class ApiProxy:
                 if framing == "close":
                     return
         except (OSError, ssl.SSLError, ValueError):
-            return  # a torn-down connection (cut, kill, close) ends this exchange
+            # A torn-down connection (cut, kill, close) ends this exchange; in a silent cut the
+            # process's side stays open and unanswered.
+            self._healed.wait()
         finally:
             for sock in (conn, raw, upstream):
                 if sock is not None:
@@ -213,6 +226,8 @@ class ApiProxy:
         sock.settimeout(None)
         wrapped = self._client.wrap_socket(sock, server_hostname=self._upstream[0])
         self._track(wrapped)
+        with self._lock:
+            self._upstreams.add(wrapped)
         return wrapped
 
     def _rule(self, method: str, path: str) -> _Kill | None:
@@ -232,7 +247,7 @@ class ApiProxy:
 
     def _is_cut(self) -> bool:
         with self._lock:
-            return self._cut
+            return bool(self._cut)
 
     def _log(self, exchange: Exchange) -> None:
         with self._lock:
@@ -245,6 +260,7 @@ class ApiProxy:
     def _untrack(self, sock: socket.socket) -> None:
         with self._lock:
             self._sockets.discard(sock)
+            self._upstreams.discard(sock)
 
 
 class _Stream:
