@@ -411,14 +411,15 @@ def test_engine_killed_around_its_scale_write_rescales_once_and_keeps_the_cooldo
 
 
 class LabelWriter:
-    """Writes a counter into one label of a job as fast as the API server takes it (merge
-    patches: never refused, but each one moves the job's resourceVersion)."""
+    """Writes a counter into one label of a job as fast as the API server takes it, and on
+    demand (`write`): merge patches, never refused, but each moves the job's resourceVersion."""
 
     LABEL = "faults.test/writes"
 
     def __init__(self, api: client.ApiClient, namespace: str, name: str) -> None:
         self.jobs, self.namespace, self.name = client.CustomObjectsApi(api), namespace, name
         self.written = 0
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="label-writer")
 
@@ -430,13 +431,17 @@ class LabelWriter:
         self._stop.set()
         self._thread.join(timeout=10)
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
+    def write(self) -> None:
+        with self._lock:  # the label's last value is the count of writes, whoever made them
             patch = {"metadata": {"labels": {self.LABEL: str(self.written + 1)}}}
             self.jobs.patch_namespaced_custom_object(
                 c.GROUP, c.VERSION, self.namespace, c.PLURAL, self.name, patch
             )
             self.written += 1
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.write()
 
 
 def test_concurrent_writer_causes_conflicts_and_no_update_is_lost(
@@ -456,6 +461,10 @@ def test_concurrent_writer_causes_conflicts_and_no_update_is_lost(
         )
         stack.enter_context(training(env.api, cluster, prometheus, "grow"))
         writer = stack.enter_context(LabelWriter(env.api, env.ns, "grow"))
+        # Besides the writer's own pace, a write just before each of the first two /scale and
+        # /status writes: each meets a job changed since it was read, a 409 at least twice.
+        engine_proxy.interfere_on(scale_writes, writer.write, times=2)
+        operator_proxy.interfere_on(status_writes, writer.write, times=2)
         stack.enter_context(
             engine_process(
                 stepwise_engine(env.ns, prometheus),
@@ -482,8 +491,8 @@ def test_concurrent_writer_causes_conflicts_and_no_update_is_lost(
     status_conflicts = [
         e for e in operator_proxy.exchanges if status_writes(e.method, e.path) and e.status == 409
     ]
-    assert scale_conflicts, "the writer caused no conflict on /scale"
-    assert status_conflicts, "the writer caused no conflict on /status"
+    assert len(scale_conflicts) >= 2, "the interfering writes caused no conflict on /scale"
+    assert len(status_conflicts) >= 2, "the interfering writes caused no conflict on /status"
     # The engine's count, the writer's last label and the operator's status all survived.
     replicas = job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"]
     assert replicas == engine_writes[-1].body["spec"]["replicas"]

@@ -9,6 +9,8 @@ against the control plane's CA passes) and forwards every request to the real se
 - SIGKILLs the process when a request matches (`kill_on`): `before` forwarding it (the process
   decided, the server never saw the write) or `after` the server answered it (the write is
   done, the process never learns it);
+- runs a write of the test's own just before forwarding a matching request (`interfere_on`),
+  so that request meets a changed object: a 409 Conflict for a write of an older version;
 - cuts the process off (`cut`): requests that still come are read and logged with no status;
   `refused`: open connections are torn down and each request is answered by closing its
   connection (the server is down: the client fails at once); `silent`: nothing is answered and
@@ -58,6 +60,13 @@ class Exchange:
 
 
 @dataclass
+class _Interference:
+    match: Match
+    action: Callable[[], object]
+    left: int  # how many more matching requests it comes before
+
+
+@dataclass
 class _Kill:
     match: Match
     when: Literal["before", "after"]
@@ -79,6 +88,7 @@ class ApiProxy:
         self._lock = threading.Lock()
         self._exchanges: list[Exchange] = []
         self._kills: list[_Kill] = []
+        self._interferences: list[_Interference] = []
         self._sockets: set[socket.socket] = set()
         self._cut: Literal["", "refused", "silent"] = ""
         self._healed = threading.Event()  # set while not cut silently: held connections may end
@@ -112,6 +122,11 @@ class ApiProxy:
         with self._lock:
             self._kills.append(kill)
         return kill.fired
+
+    def interfere_on(self, match: Match, action: Callable[[], object], *, times: int = 1) -> None:
+        """Run `action` just before each of the next `times` requests `match` is forwarded."""
+        with self._lock:
+            self._interferences.append(_Interference(match, action, times))
 
     def cut(self, how: Literal["refused", "silent"] = "refused") -> float:
         """Cut the process off from the API server; returns when (time.time())."""
@@ -197,6 +212,7 @@ class ApiProxy:
                         self._fire(kill)
                     self._healed.wait()  # a silent cut holds the request unanswered
                     return
+                self._interfere(method, path)
                 if upstream is None:
                     upstream = self._connect()
                 upstream.sendall(head + body)
@@ -237,6 +253,14 @@ class ApiProxy:
                     self._kills.remove(kill)
                     return kill
         return None
+
+    def _interfere(self, method: str, path: str) -> None:
+        with self._lock:
+            due = [i for i in self._interferences if i.left > 0 and i.match(method, path)]
+            for interference in due:
+                interference.left -= 1
+        for interference in due:
+            interference.action()
 
     @staticmethod
     def _fire(kill: _Kill) -> None:
