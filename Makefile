@@ -47,6 +47,10 @@ e2e: $(STAMP) system-deps testenv training-env ## only the real-training scenari
 faults: $(STAMP) system-deps testenv ## only the fault matrix: servers and processes broken, recovery times printed
 	$(BIN)/python -m pytest -m faults
 
+FUZZ_CASES ?= 1000
+fuzz: $(STAMP) testenv ## generated manifests judged by a real API server and by `autoscaler validate` (FUZZ_CASES, FUZZ_SEED)
+	FUZZ_CASES=$(FUZZ_CASES) $(BIN)/python -m tests.fuzz
+
 test-unit: $(STAMP) ## only the tests that need no servers
 	$(BIN)/python -m pytest -m 'not integration'
 

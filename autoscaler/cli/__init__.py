@@ -132,7 +132,8 @@ def valid_jobs(paths: Sequence[Path]) -> list[dict[str, Any]]:
     for job in jobs:
         errors = validate(job)
         if errors:
-            name = job.get("metadata", {}).get("name", "")
+            metadata = job.get("metadata")
+            name = metadata.get("name", "") if isinstance(metadata, dict) else ""
             raise ManifestError(f"{job['kind']} {name!r} is invalid: {errors[0]}")
     return jobs
 

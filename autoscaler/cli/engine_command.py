@@ -56,6 +56,11 @@ def add_engine_commands(commands: Any) -> None:
         "engine", help="size every elastic job, every interval (leader-elected)"
     )
     engine.add_argument("--config", type=Path, help="engine config YAML (defaults when absent)")
+    engine.add_argument(
+        "--check",
+        action="store_true",
+        help="only validate the config and build its policy, then exit (no cluster needed)",
+    )
     add_service_arguments(engine, lease_name="elastic-autoscaler-engine")
     engine.set_defaults(command=run_engine)
 
@@ -151,9 +156,12 @@ def runner_from(config: EngineConfig, *, name: str, policy: Policy) -> PolicyRun
 
 
 def run_engine(args: argparse.Namespace) -> int:
-    configure_logging()
     config = load_config(args.config)
     name, policy = policy_from(config)
+    if args.check:
+        print(f"{args.config or 'the default config'} is valid: policy {name}")
+        return 0
+    configure_logging()
     kube = Kube(api_client(kubeconfig=args.kubeconfig))
     metrics = engine_metrics()
     reporting = reporting_of(policy)
