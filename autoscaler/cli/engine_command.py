@@ -10,14 +10,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from autoscaler.cli.common import add_service_arguments, configure_logging, run_service
 from autoscaler.clients.engine_cluster import KubeCluster
 from autoscaler.clients.kube import Kube, api_client
 from autoscaler.clients.prometheus import PrometheusThroughput
-from autoscaler.engine.config import EngineConfig, load_config
+from autoscaler.engine.config import EngineConfig, load_config, read_yaml
 from autoscaler.engine.engine import Engine
 from autoscaler.engine.policy_runner import PluginSpec, PolicyRunner, ProcessRunner, ThreadRunner
 from autoscaler.metrics_contract import DEFAULT_QUERY_TEMPLATE
@@ -124,7 +123,7 @@ def decide_once(args: argparse.Namespace) -> int:
 
 
 def _read_mapping(path: Path) -> dict[str, Any]:
-    data = yaml.safe_load(path.read_text()) or {}
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise PolicyError(f"{path}: the config must be a mapping")
     return data

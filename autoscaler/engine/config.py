@@ -6,6 +6,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
+from autoscaler.api.errors import yaml_problem
 from autoscaler.policies.registry import DEFAULT_POLICY
 from autoscaler.torchrun import RESCALE_STALL_SECONDS
 
@@ -110,5 +111,16 @@ def load_config(path: Path | None) -> EngineConfig:
     """The file's configuration (defaults when no file); a YAML or schema error says where."""
     if path is None:
         return EngineConfig()
-    data = yaml.safe_load(path.read_text()) or {}
-    return EngineConfig.model_validate(data)
+    return EngineConfig.model_validate(read_yaml(path))
+
+
+class ConfigError(ValueError):
+    """A config file that is no YAML at all; the message is one line naming the file."""
+
+
+def read_yaml(path: Path) -> Any:
+    """The file's YAML document (None when empty becomes {})."""
+    try:
+        return yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: {yaml_problem(error)}") from None

@@ -117,7 +117,9 @@ BOUNDS: dict[tuple[str, ...], tuple[list[Any], list[Any]]] = {
     (*SCHED, "priorityClass"): (["high"], []),
     (*SCHED, "scheduleTimeoutSeconds"): ([0, 60], [-1]),
 }
-OPTIONAL = [path for path in BOUNDS if path[:2] != ("metadata", "name") and "containers" not in path]
+OPTIONAL = [
+    path for path in BOUNDS if path[:2] != ("metadata", "name") and "containers" not in path
+]
 
 
 def set_at(job: JSON, path: tuple[str, ...], value: Any) -> None:
@@ -221,7 +223,9 @@ def broken(draw: st.DrawFn, job: JSON) -> JSON:
         set_at(job, path, value)
     elif way == "structural":
         how = draw(st.sampled_from(["remove", "null", "wrong-type", "unknown-field"]))
-        structural(job, draw(st.sampled_from(STRUCTURAL_PATHS)), how, draw(st.sampled_from(WRONG_TYPES)))
+        structural(
+            job, draw(st.sampled_from(STRUCTURAL_PATHS)), how, draw(st.sampled_from(WRONG_TYPES))
+        )
     else:
         old, new = draw(st.sampled_from(REPLICA_TYPE_CHANGES))
         specs = job["spec"]["pytorchReplicaSpecs"]
@@ -234,9 +238,11 @@ def invalid_jobs(draw: st.DrawFn) -> JSON:
     """A valid job broken one or two ways (a second break may land where the first removed)."""
     job = draw(valid_jobs())
     for _ in range(draw(st.integers(1, 2))):
-        if isinstance(job.get("spec"), dict) and isinstance(
-            job["spec"].get("pytorchReplicaSpecs"), dict
-        ) and job["spec"]["pytorchReplicaSpecs"]:
+        if (
+            isinstance(job.get("spec"), dict)
+            and isinstance(job["spec"].get("pytorchReplicaSpecs"), dict)
+            and job["spec"]["pytorchReplicaSpecs"]
+        ):
             job = draw(broken(job))
     return job
 

@@ -70,9 +70,12 @@ def server_verdict(jobs: client.CustomObjectsApi, namespace: str, job: JSON) -> 
     except client.ApiException as error:
         body = json.loads(error.body) if error.body else {}
         causes = (body.get("details") or {}).get("causes") or []
-        detail = f"{error.status}: " + "; ".join(
-            f"{cause.get('field')}: {cause.get('message')}" for cause in causes
-        ) if causes else f"{error.status}: {body.get('message', error.reason)}"
+        detail = (
+            f"{error.status}: "
+            + "; ".join(f"{cause.get('field')}: {cause.get('message')}" for cause in causes)
+            if causes
+            else f"{error.status}: {body.get('message', error.reason)}"
+        )
         if error.status == 422:
             fields = {field_path(cause.get("field")) for cause in causes}
         elif error.status == 400:

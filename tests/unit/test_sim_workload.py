@@ -64,7 +64,11 @@ BAD = [
     ),
     (f"{HEADER}\na,0,toy,64,10,1,8,9\n", 2, "got 1 <= 9 <= 8"),
     (f"{HEADER}\na,0,bert,64,10,1,8,1\n", 2, "unknown profile 'bert' (known: toy)"),
-    (f"{HEADER}\na,0,toy,32,10,1,8,1\n", 2, "profile 'toy' has no global batch size 32 (64, 128)"),
+    (
+        f"{HEADER}\na,0,toy,32,10,1,8,1\n",
+        2,
+        "batch_size 32: profile 'toy' has no such global batch size (64, 128)",
+    ),
     (f"{HEADER}\na,0,toy,64,10,1,8,1\n\na,1,toy,64,10,1,8,1\n", 4, "job name 'a' listed twice"),
     (f"{HEADER},weight\na,0,toy,64,10,1,8,1,0\n", 2, "weight 0 is not positive"),
     (
