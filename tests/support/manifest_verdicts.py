@@ -40,7 +40,7 @@ RENDER_LIMIT = 1000
 def replica_count(job: JSON) -> int:
     """Every replica of an accepted job: the pods `render` prints."""
     specs = job["spec"]["pytorchReplicaSpecs"].values()
-    return sum(int(spec.get("replicas", 1)) for spec in specs)
+    return sum(int(spec.get("replicas") or 1) for spec in specs)  # null: defaulted to 1
 
 
 def field_path(field: str | None) -> str:
