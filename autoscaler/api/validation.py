@@ -1,7 +1,8 @@
 """Offline validation of a PyTorchJob manifest, as the API server judges it.
 
 In the API server's order (kube-apiserver 1.36, measured by `make fuzz`):
-1. strict decoding: unknown fields (ObjectMeta's too) refuse the object with those alone;
+1. decoding: a value ObjectMeta's Go type cannot hold, else unknown fields (ObjectMeta's too,
+   null ones too; strict field validation), refuse the object with those alone;
 2. ObjectMeta's own rules (a name, a DNS-1123 subdomain) and the structural schema of the generated
    CRD (types, int32/int64 formats, enums, bounds, patterns, required fields);
 3. the CEL rules, through their Python twins, on the object with the schema's defaults applied,
@@ -52,6 +53,7 @@ TYPE_INVALID, REQUIRED, NOT_SUPPORTED, TOO_LONG, TOO_MANY = (
 )
 BLOCKING = frozenset({TYPE_INVALID, REQUIRED, NOT_SUPPORTED, TOO_LONG, TOO_MANY})
 UNKNOWN_FIELD = "UnknownField"
+DECODE = "Decode"  # a body the API server cannot decode: refused with that error alone
 JSON_TYPES: dict[str, type | tuple[type, ...]] = {
     "object": dict,
     "array": list,
@@ -80,9 +82,10 @@ def validate(manifest: JSON, *, old: JSON | None = None) -> list[FieldError]:
         *_schema_errors(manifest, schema=schema, path=""),
         *_scale_errors(manifest),
     ]
-    unknown = [error for error in errors if error.kind == UNKNOWN_FIELD]
-    if unknown:
-        return unknown
+    for refused_first in (DECODE, UNKNOWN_FIELD):
+        refused = [error for error in errors if error.kind == refused_first]
+        if refused:
+            return refused
     if any(error.kind in BLOCKING for error in errors):
         return [*errors, FieldError(field="<nil>", message=RULES_NOT_CHECKED)]
     new = apply_defaults(prune_nulls(manifest), schema=schema)
@@ -91,11 +94,20 @@ def validate(manifest: JSON, *, old: JSON | None = None) -> list[FieldError]:
 
 
 def _metadata_errors(metadata: Any) -> list[FieldError]:
-    """ObjectMeta's rules that a manifest file can break: unknown fields, the name."""
+    """ObjectMeta's rules that a manifest file can break: its Go types (decoding), unknown
+    fields, the name."""
     if metadata is not None and not isinstance(metadata, dict):
-        return []  # the schema's type check reports it
+        return [_decode_error("metadata", metadata, "Go value of type v1.ObjectMeta")]
     metadata = metadata or {}
     known = openapi_types()[OBJECT_META_TYPE]["properties"]
+    wrong = [
+        _decode_error(f"metadata.{key}", value, f"Go struct field ObjectMeta.{key}")
+        for key, value in metadata.items()
+        if value is not None
+        and not _is_type(value, known.get(key, {}).get("type", "object,string"))
+    ]
+    if wrong:
+        return wrong
     errors = [
         FieldError(
             field=f"metadata.{key}", message=f'unknown field "metadata.{key}"', kind=UNKNOWN_FIELD
@@ -210,16 +222,19 @@ def _schema_errors(value: Any, *, schema: JSON, path: str) -> list[FieldError]:
     return errors
 
 
+INT_OR_STRING = "integer,string"  # as the API server names the types it accepts
+
+
 def _expected_type(schema: JSON) -> str | None:
     if schema.get("x-kubernetes-int-or-string"):
-        return None if "type" not in schema else str(schema["type"])
+        return INT_OR_STRING if "type" not in schema else str(schema["type"])
     return schema.get("type")
 
 
 def _is_type(value: Any, expected: str) -> bool:
     if isinstance(value, bool):
         return expected == "boolean"
-    return isinstance(value, JSON_TYPES[expected])
+    return any(isinstance(value, JSON_TYPES[name]) for name in expected.split(","))
 
 
 def _json_type(value: Any) -> str:
@@ -313,9 +328,39 @@ def _bound_violations(value: Any, *, schema: JSON, field: str) -> list[tuple[str
     return found
 
 
+def _unknown_nulls(value: JSON, *, schema: JSON, path: str) -> list[FieldError]:
+    properties = schema.get("properties")
+    if (
+        properties is None
+        or schema.get("x-kubernetes-preserve-unknown-fields")
+        or path == OBJECT_META
+    ):
+        return []
+    return [
+        _unknown_field(_join(path, f".{key}"))
+        for key, item in value.items()
+        if item is None and key not in properties
+    ]
+
+
+def _unknown_field(field: str) -> FieldError:
+    return FieldError(field=field, message=f'unknown field "{field}"', kind=UNKNOWN_FIELD)
+
+
+def _decode_error(field: str, value: Any, target: str) -> FieldError:
+    """A value the API server cannot decode into ObjectMeta's Go type (its 400, before all)."""
+    shown = {"object": "object", "array": "array", "string": "string", "boolean": "bool"}.get(
+        _json_type(value), "number"
+    )
+    return FieldError(
+        field=field, message=f"json: cannot unmarshal {shown} into {target}", kind=DECODE
+    )
+
+
 def _object_errors(value: JSON, *, schema: JSON, path: str) -> list[FieldError]:
     present = {key: item for key, item in value.items() if item is not None}
-    errors = [
+    # Strict decoding refuses an unknown field even when null: it is looked up before pruning.
+    errors = _unknown_nulls(value, schema=schema, path=path) + [
         FieldError(field=_join(path, f".{key}"), message="Required value", kind=REQUIRED)
         for key in schema.get("required", [])
         if key not in present
@@ -329,6 +374,5 @@ def _object_errors(value: JSON, *, schema: JSON, path: str) -> list[FieldError]:
             errors += _schema_errors(item, schema=extra, path=f"{path}.{key}")
         elif not schema.get("x-kubernetes-preserve-unknown-fields") and path != OBJECT_META:
             field = _join(path, f".{key}")
-            message = f'unknown field "{field}"'
-            errors.append(FieldError(field=field, message=message, kind=UNKNOWN_FIELD))
+            errors.append(_unknown_field(field))
     return errors

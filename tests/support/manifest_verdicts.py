@@ -5,7 +5,8 @@ A case agrees when
   strict field validation: one request, nothing stored) exactly when `validate()` finds no error
   and `autoscaler validate -f` exits 0;
 - the fields are the same: the set of the server's field paths (each `details.causes[].field` of a
-  422, or each `unknown field "..."` of a strict-decoding 400) equals the set of `validate()`'s
+  422; each `unknown field "..."` of a strict-decoding 400, or the ObjectMeta field its decoding
+  error names) equals the set of `validate()`'s
   `FieldError.field`s, both normalised by `field_path`, and the field `autoscaler validate` prints
   is one of them;
 - and, when the server accepts it, `autoscaler render -f` prints its objects (exit 0, no exception).
@@ -33,6 +34,11 @@ from autoscaler.cli import main
 JSON = dict[str, Any]
 UNKNOWN_FIELD = re.compile(r'unknown field "([^"]*)"')
 DUPLICATE_FIELD = re.compile(r'duplicate field "([^"]*)"')
+# A body ObjectMeta's Go type cannot hold: `... into Go struct field ObjectMeta.name of type string`
+# names metadata.name; `... into Go value of type v1.ObjectMeta` names metadata itself.
+OBJECT_META_FIELD = re.compile(
+    r"into Go (?:struct field ObjectMeta\.(\w+)|value of type v1\.ObjectMeta)"
+)
 CLI_FIELD = re.compile(r"is invalid: (\S*): ")
 RENDER_LIMIT = 1000
 
@@ -81,6 +87,7 @@ def server_verdict(jobs: client.CustomObjectsApi, namespace: str, job: JSON) -> 
         elif error.status == 400:
             message = body.get("message", "")
             fields = set(UNKNOWN_FIELD.findall(message) + DUPLICATE_FIELD.findall(message))
+            fields |= {f"metadata.{key}".rstrip(".") for key in OBJECT_META_FIELD.findall(message)}
             fields = {field_path(field) for field in fields} or {f"<{detail}>"}
         else:
             fields = {f"<{detail}>"}
