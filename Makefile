@@ -11,10 +11,12 @@ STAMP := $(VENV)/.installed
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(STAMP): pyproject.toml
+# Every dependency exactly as locked, each file hash-checked (`make lock`), then the project
+# itself on top, built with the locked setuptools: a venv here is what CI tested.
+$(STAMP): pyproject.toml requirements-dev.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,dev,sim]'
+	$(BIN)/pip install --quiet --require-hashes -r requirements-dev.lock
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
 demo: $(STAMP) ## compare the policies on the embedded default (no cluster needed)
@@ -44,6 +46,10 @@ e2e: $(STAMP) system-deps testenv training-env ## only the real-training scenari
 
 faults: $(STAMP) system-deps testenv ## only the fault matrix: servers and processes broken, recovery times printed
 	$(BIN)/python -m pytest -m faults
+
+FUZZ_CASES ?= 1000
+fuzz: $(STAMP) testenv ## generated manifests judged by a real API server and by `autoscaler validate` (FUZZ_CASES, FUZZ_SEED)
+	FUZZ_CASES=$(FUZZ_CASES) $(BIN)/python -m tests.fuzz
 
 test-unit: $(STAMP) ## only the tests that need no servers
 	$(BIN)/python -m pytest -m 'not integration'
@@ -85,10 +91,16 @@ dashboards: $(STAMP) ## regenerate deploy/grafana from code
 # The Dockerfile installs exactly these (hash-checked). Pins that still satisfy pyproject.toml are
 # kept; `make lock UPGRADE=1` moves every pin to the newest allowed. Hashes are PyPI's: a local
 # wheel folder in the environment (PIP_FIND_LINKS) is not consulted.
-lock: $(STAMP) ## regenerate requirements.lock: the runtime dependencies, pinned with hashes
-	env -u PIP_FIND_LINKS CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet --generate-hashes --strip-extras \
-	  --no-emit-index-url --no-emit-find-links $(if $(UPGRADE),--upgrade) \
-	  --output-file=requirements.lock pyproject.toml
+# requirements.lock: the runtime dependencies (the image); requirements-dev.lock: those at the
+# same versions plus every extra (the venv of `make test` and CI). Hashes from PyPI, not from a
+# local wheel directory.
+PIP_COMPILE := env -u PIP_FIND_LINKS CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet \
+  --generate-hashes --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links \
+  $(if $(UPGRADE),--upgrade)
+lock: $(STAMP) ## regenerate requirements.lock and requirements-dev.lock, pinned with hashes (UPGRADE=1 to move)
+	$(PIP_COMPILE) --output-file=requirements.lock pyproject.toml
+	$(PIP_COMPILE) --all-extras --constraint=requirements.lock \
+	  --output-file=requirements-dev.lock pyproject.toml
 
 openapi: $(STAMP) testenv ## refresh the Kubernetes types snapshot from the pinned kube-apiserver
 	$(BIN)/python -m tests.support.openapi autoscaler/api/openapi/k8s-types.json

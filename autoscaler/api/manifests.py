@@ -6,6 +6,7 @@ from typing import Any
 import yaml
 
 from autoscaler.api import coordinates as c
+from autoscaler.api.errors import yaml_problem
 
 JSON = dict[str, Any]
 
@@ -23,10 +24,7 @@ def load_jobs(path: Path) -> list[JSON]:
     try:
         documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(error, "problem", None) or "invalid YAML"
-        raise ManifestError(f"{path}: not valid YAML{where}: {problem}") from None
+        raise ManifestError(f"{path}: {yaml_problem(error)}") from None
     jobs = [doc for doc in documents if _is_job(doc)]
     if not jobs:
         raise ManifestError(f"{path}: no {c.API_VERSION} {c.KIND} in the file")

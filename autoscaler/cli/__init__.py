@@ -25,6 +25,7 @@ from autoscaler.cli.simulate_command import add_simulate_command
 from autoscaler.clients.kubeconfig import KubeconfigError
 from autoscaler.controller.builders import desired_objects
 from autoscaler.controller.gang import gang_scheduler
+from autoscaler.engine.config import ConfigError
 from autoscaler.policies.registry import PolicyError
 
 USAGE_ERROR = 2
@@ -43,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         UnknownJobError,
         SettingsError,
         KubeconfigError,
+        ConfigError,
         OSError,
         yaml.YAMLError,
     ) as error:
@@ -132,7 +134,8 @@ def valid_jobs(paths: Sequence[Path]) -> list[dict[str, Any]]:
     for job in jobs:
         errors = validate(job)
         if errors:
-            name = job.get("metadata", {}).get("name", "")
+            metadata = job.get("metadata")
+            name = metadata.get("name", "") if isinstance(metadata, dict) else ""
             raise ManifestError(f"{job['kind']} {name!r} is invalid: {errors[0]}")
     return jobs
 

@@ -86,10 +86,10 @@ def run_service(
 ) -> int:
     """Serve /metrics and /healthz, wait for the Lease, `work` until SIGTERM, hand the Lease on.
 
-    Exit status 0 after SIGTERM, LEASE_LOST when the Lease was lost (the work stopped at once).
+    Exit status 0 after SIGTERM, LEASE_LOST at once when the Lease was lost.
     """
     elector_ = elector(args, kube)
-    stop, lost = threading.Event(), threading.Event()
+    stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
 
@@ -97,8 +97,11 @@ def run_service(
         return (elector_ is not None and not elector_.is_leader.is_set()) or ready()
 
     def on_lost() -> None:
-        lost.set()
-        stop.set()
+        # Exit at once, as client-go's controllers do. Stopping the work gracefully waits for
+        # what its threads are doing: with a leader cut off silently, its shutdown took 30 s
+        # and it sent a write 27 s after the new leader's first (the fault matrix measured it).
+        log.error("exiting: the lease was lost")
+        os._exit(LEASE_LOST)
 
     host, port = metrics_address(args)
     server = serve(host=host, port=port, registry=metrics.registry, healthy=healthy)
@@ -110,8 +113,8 @@ def run_service(
         if not stop.is_set():
             work(stop)
     finally:
-        if elector_ is not None and not lost.is_set():
+        if elector_ is not None:
             elector_.release()
         server.shutdown()
     log.info("stopped")
-    return LEASE_LOST if lost.is_set() else 0
+    return 0

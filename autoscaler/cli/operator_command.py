@@ -22,6 +22,12 @@ def add_operator_command(commands: Any) -> None:
         "--resync-seconds", type=float, default=300.0, help="period of the full resync"
     )
     sub.add_argument(
+        "--watch-timeout-seconds",
+        type=int,
+        default=60,
+        help="how long each watch request lasts before it is made again from the last version",
+    )
+    sub.add_argument(
         "--namespace",
         default=os.environ.get("KUBEFLOW_NAMESPACE") or None,
         help="only this namespace's jobs (default: $KUBEFLOW_NAMESPACE, else every namespace)",
@@ -49,6 +55,7 @@ def run_operator(args: argparse.Namespace) -> int:
     config = OperatorConfig(
         workers=args.workers,
         resync_seconds=args.resync_seconds,
+        watch_timeout=args.watch_timeout_seconds,
         namespace=args.namespace,
         pods=pod_settings(args),  # a bad template stops here, before any pod is built
         gang_scheduler_name=args.gang_scheduler_name,

@@ -60,6 +60,11 @@ def add_simulate_command(commands: Any) -> None:
         help="whether jobs declare their total samples (as the total-samples annotation or the"
         " training helper would); with none, policies estimate the work left (default: all)",
     )
+    simulate.add_argument(
+        "--check",
+        action="store_true",
+        help="only read and check the workload and profiles, then exit (no simulation)",
+    )
     simulate.add_argument("--out", type=Path, help="write results.json and PNG plots here")
     simulate.add_argument("-o", "--output", choices=["table", "json"], default="table")
     simulate.add_argument(
@@ -98,6 +103,9 @@ def run_simulate(args: argparse.Namespace) -> int:
         return USAGE_ERROR
     try:
         jobs, profiles = read_inputs(args.workload, args.profiles)
+        if args.check:
+            print(f"{len(jobs)} jobs on {len(profiles)} profiles: the inputs are valid")
+            return 0
         config = replace(
             DEFAULT_CONFIG,
             gpus=args.gpus,

@@ -71,6 +71,10 @@ class Informer:
                 while not stop.is_set():
                     version = self.watch(version, stop=stop)
             except ExpiredError:
+                # 410 Gone: the version we watch from is older than the API server still
+                # holds (etcd compacted it, or a restarted server's watch cache starts later).
+                # What changed since is only in a fresh list.
+                log.info("the watch of %s expired (410 Gone); listing again", self.resource.plural)
                 continue
             except Exception:  # any transport error: back off, then list again
                 if stop.is_set():

@@ -91,11 +91,22 @@ class LeaderElector:
         ).start()
 
     def _renew(self, stop: threading.Event, on_lost: Callable[[], None]) -> None:
-        last = self.clock()
-        while not stop.wait(self.timings.retry_period):
-            if self.try_once():
-                last = self.clock()
-            elif (self.clock() - last).total_seconds() > self.timings.renew_deadline:
+        """Renew every retry period on a thread of its own, and give up once no renewal has
+        succeeded for the renew deadline, whatever that thread is doing: a request to an API
+        server that stopped answering (a partition) blocks for its whole timeout and the
+        client's retries (4 x 30 s measured), long after a standby took the lease."""
+        renewed = [self.clock()]
+        lost = threading.Event()
+
+        def keep_renewing() -> None:
+            while not stop.wait(self.timings.retry_period) and not lost.is_set():
+                if self.try_once() and not lost.is_set():
+                    renewed[0] = self.clock()
+
+        threading.Thread(target=keep_renewing, name="lease-renew", daemon=True).start()
+        while not stop.wait(min(self.timings.retry_period, self.timings.renew_deadline / 4)):
+            if (self.clock() - renewed[0]).total_seconds() > self.timings.renew_deadline:
+                lost.set()
                 log.error("lost the lease %s/%s", self.namespace, self.name)
                 self.is_leader.clear()
                 on_lost()

@@ -1,7 +1,8 @@
 """One decision round: observe -> decide -> settle -> act -> record.
 
 Pure steps live in `settle` and `snapshot`; this module sequences them and does the I/O through
-the ports. A policy that raises, overruns its time budget or returns nonsense never changes a
+the ports. The policy is called through a `PolicyRunner` (in a thread, or in a worker process):
+a policy that raises, overruns its time or memory budget or returns nonsense never changes a
 count: that round keeps every job where it is, with an Event and a metric.
 """
 
@@ -10,13 +11,12 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any
 
 from autoscaler.engine.config import EngineConfig
+from autoscaler.engine.policy_runner import PolicyRunner, ThreadRunner
 from autoscaler.engine.ports import (
     Cluster,
     JobKey,
@@ -40,7 +40,7 @@ from autoscaler.engine.snapshot import pinned, snapshot
 from autoscaler.engine.state import DecisionRecord, JobState, Step
 from autoscaler.observability.decision_log import DecisionLog
 from autoscaler.observability.engine_metrics import EngineMetrics
-from autoscaler.policies.contract import Decision, Policy, Snapshot
+from autoscaler.policies.contract import Policy, Snapshot
 from autoscaler.policies.objective import Objective
 from autoscaler.policies.speedup import JobCurve, curves, objective_value
 from autoscaler.policies.throughput_model import ThroughputModel
@@ -74,7 +74,10 @@ class Engine:
         model: ThroughputModel | None = None,
         metrics: EngineMetrics | None = None,
         decision_log: DecisionLog | None = None,
+        runner: PolicyRunner | None = None,
     ) -> None:
+        """`runner` calls the policy (default: a `ThreadRunner` on `policy`); `policy` stays
+        the one whose `reporting` scores the rounds."""
         self.cluster, self.throughput, self.policy = cluster, throughput, policy
         self.policy_name, self.config = policy_name, config
         self.objective = objective or Objective()
@@ -82,19 +85,21 @@ class Engine:
         self.metrics, self.decision_log = metrics, decision_log
         self.states: dict[JobKey, JobState] = {}
         self._saved: dict[JobKey, tuple[str, datetime]] = {}
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="policy")
+        self._stored_replicas: dict[JobKey, int | None] = {}  # the count the stored state holds
+        self.runner = runner or ThreadRunner(
+            policy, name=policy_name, timeout=config.policy.timeout_seconds
+        )
         # Each job's writes (its /scale, then its state) run on one of these threads, in order;
         # jobs are written side by side because a round's writes wait on the API server (14 ms
         # each, one after another, made a 3,000-rescale round take 274 s in bench-scale).
         self._writers = ThreadPoolExecutor(
             max_workers=config.write_concurrency, thread_name_prefix="writes"
         )
-        self._running: Future[Sequence[Decision]] | None = None
         self._problems: dict[JobKey, tuple[str, ...]] = {}
         self._failures: dict[JobKey, str] = {}  # this round's failed throughput queries
 
     def close(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self.runner.close()
         self._writers.shutdown(wait=True)
 
     def run_once(self, *, now: datetime) -> RoundReport:
@@ -161,7 +166,10 @@ class Engine:
         config = self.config.settle
         holds = {}
         for job in jobs:
-            state = self.states.get(job.key) or JobState.from_json(job.state)
+            state = self.states.get(job.key)
+            if state is None:
+                state = JobState.from_json(job.state)
+                self._stored_replicas[job.key] = state.replicas
             done = progress.get(job.key, Progress()).samples_done
             state = observe(
                 job, state, reading=readings[job.key], samples_done=done, now=now, config=config
@@ -236,9 +244,10 @@ class Engine:
 
     def _decide(self, view: Snapshot, *, jobs: Sequence[ManagedJob], now: datetime) -> Proposals:
         started = time.perf_counter()
-        decisions, fallback = self._call_policy(view, now=now)
+        result = self.runner.decide(view, now=now)
         seconds = time.perf_counter() - started
-        by_key = {decision.key: decision for decision in decisions}
+        fallback = result.fallback
+        by_key = {decision.key: decision for decision in result.decisions}
         steps = {}
         for job in jobs:
             decision = by_key.get(job.key)
@@ -257,28 +266,6 @@ class Engine:
                     message=decision.message,
                 )
         return Proposals(steps=steps, seconds=seconds, fallback=fallback)
-
-    def _call_policy(self, view: Snapshot, *, now: datetime) -> tuple[Sequence[Decision], str]:
-        """The policy's decisions, or none and the reason why every count must be kept."""
-        if self._running is not None and not self._running.done():
-            return [], "PolicyStillRunning"
-        budget = self.config.policy.timeout_seconds
-        self._running = self._executor.submit(self.policy.decide, view, now=now)
-        try:
-            decisions = self._running.result(timeout=budget)
-        except FutureTimeout:
-            log.error("policy %s overran its %.1f s budget", self.policy_name, budget)
-            return [], "PolicyTimeout"
-        except Exception:  # plug-in code: any failure keeps every count
-            log.exception("policy %s failed", self.policy_name)
-            return [], "PolicyFailed"
-        if not _well_formed(decisions):
-            log.error(
-                "policy %s returned something other than Decisions with integer counts",
-                self.policy_name,
-            )
-            return [], "PolicyInvalid"
-        return decisions, ""
 
     def _act_all(
         self,
@@ -326,6 +313,7 @@ class Engine:
             self.states[job.key] = done.state
             if done.saved is not None:
                 self._saved[job.key] = done.saved
+                self._stored_replicas[job.key] = done.state.replicas
             outcomes.append(done.outcome)
         return tuple(outcomes)
 
@@ -340,14 +328,25 @@ class Engine:
         objective: float,
         now: datetime,
     ) -> "Acted":
-        """On a writer thread: the /scale write, then the round's state, saved."""
-        try:
-            result = self.cluster.scale(job, replicas=settled.replicas)
-            written, error = result.written, result.error
-        except Exception as failure:  # one job's broken write must not fail the round
-            log.exception("writing the count of %s/%s failed", job.namespace, job.name)
-            written, error = False, str(failure) or type(failure).__name__
-        self._count_write("written" if written else "error" if error else "unchanged")
+        """On a writer thread: the state stored ahead if needed, the /scale write, then the
+        round's state, saved."""
+        ahead = remember(
+            self.states[job.key],
+            recommendation=proposal.replicas,
+            now=now,
+            config=self.config.settle,
+        )
+        written, error = False, ""
+        if not self._write_ahead(job, ahead):
+            error = "the state could not be stored before the write"
+        else:
+            try:
+                result = self.cluster.scale(job, replicas=settled.replicas)
+                written, error = result.written, result.error
+            except Exception as failure:  # one job's broken write must not fail the round
+                log.exception("writing the count of %s/%s failed", job.namespace, job.name)
+                written, error = False, str(failure) or type(failure).__name__
+            self._count_write("written" if written else "error" if error else "unchanged")
         done = self._act(job, settled, proposal, reading=reading, curve=curve,
                          objective=objective, now=now, written=written, error=error)  # fmt: skip
         return (
@@ -435,6 +434,23 @@ class Engine:
         warning = held.startswith("Policy") or held == "MetricsUnavailable"
         self.cluster.event(job, reason=held, message=record.message, warning=warning)
 
+    def _write_ahead(self, job: ManagedJob, state: JobState) -> bool:
+        """Before a write, the stored state must hold the count the write changes: then a
+        leader killed between its write and its state save leaves a state whose count differs
+        from the job's, which the next leader counts as a rescale (its cooldown starting then).
+        Without it a job's first rescale was never stored, and the next leader rescaled the job
+        again in its first round (the fault matrix's engine case measured it). On a writer
+        thread: only this job's entry of `_stored_replicas` is touched meanwhile."""
+        if self._stored_replicas.get(job.key) == job.replicas:
+            return True
+        try:
+            self.cluster.save_state(job, state=state.to_json())
+        except Exception:  # no write whose rescale could go uncounted
+            log.exception("storing the state of %s/%s before a write failed", *job.key)
+            return False
+        self._stored_replicas[job.key] = state.replicas
+        return True
+
     def _save_needed(self, key: JobKey, state: JobState, *, now: datetime) -> bool:
         """Whether the state changed in substance since it was saved, or the save is due."""
         saved = self._saved.get(key)
@@ -465,6 +481,7 @@ class Engine:
         for key in set(self.states) - keys:
             self.states.pop(key)
             self._saved.pop(key, None)
+            self._stored_replicas.pop(key, None)
             self._problems.pop(key, None)
             if self.metrics:
                 self.metrics.forget(namespace=key[0], name=key[1])
@@ -485,13 +502,6 @@ def _with_declared_total(job: ManagedJob, progress: Progress | None) -> ManagedJ
     if job.total_samples is not None or reported is None or not reported > 0:
         return job
     return dataclasses.replace(job, total_samples=reported)
-
-
-def _well_formed(decisions: Any) -> bool:
-    try:
-        return all(isinstance(d, Decision) and type(d.replicas) is int for d in decisions)
-    except TypeError:
-        return False
 
 
 def _held_reason(steps: Sequence[Step]) -> str:

@@ -19,7 +19,9 @@ from autoscaler.policies.throughput_model import ThroughputModel
 class JobSnapshot(BaseModel):
     """One engine-managed elastic job, as the engine observed it this round."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    # NaN or Infinity in a snapshot file is an error naming the field: a solver given an infinite
+    # size failed with a traceback (found by tests/unit/test_cli_inputs_fuzz.py).
+    model_config = ConfigDict(frozen=True, extra="allow", allow_inf_nan=False)
 
     namespace: str
     name: str
@@ -86,7 +88,7 @@ class JobSnapshot(BaseModel):
         ):
             raise ValueError(
                 f"allowed_replicas {list(allowed)} must be ascending, distinct and within"
-                f" [{self.min_replicas}, {self.max_replicas}]"
+                f" [min_replicas, max_replicas] = [{self.min_replicas}, {self.max_replicas}]"
             )
         return self
 
@@ -99,7 +101,7 @@ class JobSnapshot(BaseModel):
 class Snapshot(BaseModel):
     """Everything a policy may see: the capacity it may hand out and every job it sizes."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="allow", allow_inf_nan=False)
 
     capacity: dict[str, NonNegativeFloat] = Field(
         default_factory=dict, description="resources the engine may give its jobs, e.g. GPUs"

@@ -113,7 +113,9 @@ def job_profile(
     profile = require_profile(profiles, name, source=source, line=line)
     if not profile.has_batch_size(batch_size):
         sizes = ", ".join(map(str, profile.batch_sizes))
-        reason = f"profile {name!r} has no global batch size {batch_size} ({sizes})"
+        reason = (
+            f"batch_size {batch_size}: profile {name!r} has no such global batch size ({sizes})"
+        )
         raise SimInputError(source, line, reason)
     return profile
 

@@ -104,6 +104,11 @@ class ControlPlane:
         self._apiserver: subprocess.Popen[bytes] | None = None
         self._kcm: subprocess.Popen[bytes] | None = None
         self._scheduler: subprocess.Popen[bytes] | None = None
+        # Where etcd listens and keeps its data, and kube-apiserver's log: a restart reuses them.
+        self._etcd_urls = ("", "")  # client, peer
+        self._etcd_data: Path | None = None
+        self._etcd_log: Path | None = None
+        self._apiserver_log: Path | None = None
         self._users: dict[str, _User] = {}
         self._kubeconfigs: dict[str, Path] = {}
         self.url = ""
@@ -223,6 +228,49 @@ class ControlPlane:
             "--secure-port=0",
         ]
 
+    # -- faults: crash a server, start it again on the same URL and data ----------------------
+
+    def kill_apiserver(self) -> None:
+        """SIGKILL kube-apiserver (a crash: no graceful shutdown, watches cut mid-stream)."""
+        self._apiserver = _killed(self._apiserver)
+
+    def stop_apiserver(self) -> None:
+        """SIGTERM kube-apiserver: it ends its watches and exits."""
+        if self._apiserver is not None:
+            stop_process(self._apiserver)
+            self._apiserver = None
+
+    def restart_apiserver(self) -> float:
+        """Start kube-apiserver again on the same URL and etcd (after `kill_apiserver` or
+        `stop_apiserver`); returns the seconds until it served the 'default' namespace."""
+        if self._apiserver is not None:
+            raise RuntimeError("kube-apiserver is still running")
+        start = time.monotonic()
+        self._start_apiserver(
+            etcd_url=self._etcd_urls[0], log=self._required(self._apiserver_log), port=self.port
+        )
+        return time.monotonic() - start
+
+    def kill_etcd(self) -> None:
+        """SIGKILL etcd; kube-apiserver keeps running and reconnects once etcd is back."""
+        self._etcd = _killed(self._etcd)
+
+    def restart_etcd(self) -> float:
+        """Start etcd again on the same ports and data dir; returns the seconds until healthy."""
+        if self._etcd is not None:
+            raise RuntimeError("etcd is still running")
+        start = time.monotonic()
+        self._launch_etcd()
+        return time.monotonic() - start
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    @property
+    def etcd_url(self) -> str:
+        return self._etcd_urls[0]
+
     def stop(self, *, remove_workdir: bool = True) -> None:
         for attr in ("_scheduler", "_kcm"):
             proc: subprocess.Popen[bytes] | None = getattr(self, attr)
@@ -304,12 +352,19 @@ class ControlPlane:
         self._start_apiserver(etcd_url=etcd_url, log=self._log(f"kube-apiserver-{attempt}"))
 
     def _start_etcd(self, *, log: Path, attempt: int) -> str:
-        client, peer = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
+        self._etcd_urls = (f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}")
+        self._etcd_data, self._etcd_log = self.workdir / f"etcd-data-{attempt}", log
+        self._launch_etcd()
+        return self._etcd_urls[0]
+
+    def _launch_etcd(self) -> None:
+        client, peer = self._etcd_urls
+        log = self._required(self._etcd_log)
         self._etcd = start_process(
             [
                 str(self._bin / "etcd"),
                 "--name=t",
-                f"--data-dir={self.workdir / f'etcd-data-{attempt}'}",
+                f"--data-dir={self._etcd_data}",
                 f"--listen-client-urls={client}",
                 f"--advertise-client-urls={client}",
                 f"--listen-peer-urls={peer}",
@@ -328,10 +383,16 @@ class ControlPlane:
             log_path=log,
             proc=self._etcd,
         )
-        return client
 
-    def _start_apiserver(self, *, etcd_url: str, log: Path) -> None:
-        port = free_port()
+    @staticmethod
+    def _required(path: Path | None) -> Path:
+        if path is None:
+            raise RuntimeError("control plane not started")
+        return path
+
+    def _start_apiserver(self, *, etcd_url: str, log: Path, port: int | None = None) -> None:
+        port = port or free_port()
+        self._apiserver_log = log
         self.url = f"https://127.0.0.1:{port}"
         self._apiserver = start_process(
             [
@@ -438,6 +499,14 @@ class _SchedulerProbe:
             self._core.delete_namespaced_pod(self.NAME, "default", grace_period_seconds=0)
         finally:
             self._api.close()
+
+
+def _killed(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGKILL `proc` and reap it."""
+    if proc is None:
+        raise RuntimeError("not running")
+    proc.kill()
+    proc.wait(timeout=15)
 
 
 def _all_started(log: Path, controllers: Sequence[str]) -> bool:

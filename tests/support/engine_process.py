@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +18,9 @@ from tests.support.processes import free_port, http_get, log_tail, start_process
 
 # Leader election fast enough that a test never waits for a lease.
 LEASE_FLAGS = ("--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.2")
+# A renew deadline longer than a control-plane restart (~5 s here, twice that on a loaded
+# machine): with LEASE_FLAGS the leader gives up after 2 s of outage and exits.
+OUTAGE_LEASE_FLAGS = ("--lease-duration", "40", "--renew-deadline", "30", "--retry-period", "0.5")
 
 
 @dataclass
@@ -74,47 +77,65 @@ def engine_config(
 
 @contextmanager
 def engine_process(
-    config: dict[str, Any], *, kubeconfig: Path, lease_namespace: str, workdir: Path
+    config: dict[str, Any],
+    *,
+    kubeconfig: Path,
+    lease_namespace: str,
+    workdir: Path,
+    lease: Sequence[str] = LEASE_FLAGS,
+    exit_code: int = 0,
 ) -> Iterator[ServiceProcess]:
-    """The engine with `config`, its lease in `lease_namespace`, serving /healthz; it must exit 0
-    on SIGTERM."""
+    """The engine with `config`, its lease in `lease_namespace`, serving /healthz; its exit status
+    must be `exit_code` (0: SIGTERMed at exit; a fault test may kill it, or it may lose its lease).
+    """
     path = workdir / "engine.yaml"
     path.write_text(yaml.safe_dump(config))
     port, log = free_port(), workdir / "engine.log"
     argv = [
         sys.executable, "-m", "autoscaler", "engine", "--config", str(path),
         "--kubeconfig", str(kubeconfig), "--metrics-address", f"127.0.0.1:{port}",
-        "--lease-namespace", lease_namespace, *LEASE_FLAGS,
+        "--lease-namespace", lease_namespace, *lease,
     ]  # fmt: skip
-    with _stopped_at_exit(ServiceProcess(start_process(argv, log_path=log), port, log)) as engine:
+    started = ServiceProcess(start_process(argv, log_path=log), port, log)
+    with _stopped_at_exit(started, exit_code=exit_code) as engine:
         wait_for(engine.serves, what="the engine to serve /healthz")
         yield engine
 
 
 @contextmanager
 def operator_process(
-    *, kubeconfig: Path, lease_namespace: str, workdir: Path, identity: str = "operator"
+    *,
+    kubeconfig: Path,
+    lease_namespace: str,
+    workdir: Path,
+    identity: str = "operator",
+    lease: Sequence[str] = LEASE_FLAGS,
+    flags: Sequence[str] = (),
+    exit_code: int = 0,
 ) -> Iterator[ServiceProcess]:
-    """The operator (resync every 2 s), its lease in `lease_namespace`, serving /healthz."""
+    """The operator (resync every 2 s, then `flags`), its lease in `lease_namespace`, serving
+    /healthz; its exit status must be `exit_code`, as the engine's."""
     port, log = free_port(), workdir / f"{identity}.log"
     argv = [
         sys.executable, "-m", "autoscaler", "operator",
         "--kubeconfig", str(kubeconfig), "--metrics-address", f"127.0.0.1:{port}",
-        "--identity", identity, "--lease-namespace", lease_namespace, *LEASE_FLAGS,
-        "--resync-seconds", "2",
+        "--identity", identity, "--lease-namespace", lease_namespace, *lease,
+        "--resync-seconds", "2", *flags,
     ]  # fmt: skip
-    with _stopped_at_exit(ServiceProcess(start_process(argv, log_path=log), port, log)) as operator:
+    started = ServiceProcess(start_process(argv, log_path=log), port, log)
+    with _stopped_at_exit(started, exit_code=exit_code) as operator:
         wait_for(operator.serves, what=f"{identity} to serve /healthz")
         yield operator
 
 
 @contextmanager
-def _stopped_at_exit(process: ServiceProcess) -> Iterator[ServiceProcess]:
-    """SIGTERM at exit; a clean exit is asserted only when nothing else failed first."""
+def _stopped_at_exit(process: ServiceProcess, *, exit_code: int) -> Iterator[ServiceProcess]:
+    """SIGTERM at exit (if still running); the exit status is asserted only when nothing else
+    failed first."""
     try:
         yield process
     except BaseException:
         stop_process(process.proc)
         raise
     code = stop_process(process.proc)
-    assert code == 0, log_tail(process.log)
+    assert code == exit_code, log_tail(process.log)

@@ -109,6 +109,22 @@ class PrometheusServer:
         )
         return found
 
+    def kill(self) -> None:
+        """SIGKILL Prometheus (a crash: its head block is recovered from the WAL on restart)."""
+        if self._proc is None:
+            raise RuntimeError("prometheus not running")
+        self._proc.kill()
+        self._proc.wait(timeout=15)
+        self._proc = None
+
+    def restart(self) -> float:
+        """Start Prometheus again on the same URL and storage; returns the seconds until ready."""
+        if self._proc is not None:
+            raise RuntimeError("prometheus is still running")
+        start = time.monotonic()
+        self._start_once(config=self.workdir / "prometheus.yml", url=self.url)
+        return time.monotonic() - start
+
     def stop(self, *, remove_workdir: bool = True) -> None:
         self._stop_proc()
         if remove_workdir and self._workdir is not None:
@@ -134,8 +150,8 @@ class PrometheusServer:
             ],
         }
 
-    def _start_once(self, *, config: Path) -> None:
-        self.url = f"http://127.0.0.1:{free_port()}"
+    def _start_once(self, *, config: Path, url: str = "") -> None:
+        self.url = url or f"http://127.0.0.1:{free_port()}"
         self._proc = start_process(
             [
                 str(self._binary),

@@ -39,13 +39,16 @@ class Kubelet:
 
     def _run(self) -> None:
         while not self._stop.wait(0.1):
-            for pod in self.core.list_namespaced_pod(self.namespace).items:
-                if (
-                    pod.status.phase in (None, "Pending")
-                    and pod.metadata.deletion_timestamp is None
-                ):
-                    body = {"status": {"phase": "Running"}}
-                    self.core.patch_namespaced_pod_status(pod.metadata.name, self.namespace, body)
+            try:
+                self._start_pending()
+            except Exception:  # the API server restarting (fault tests): try again next tick
+                continue
+
+    def _start_pending(self) -> None:
+        for pod in self.core.list_namespaced_pod(self.namespace).items:
+            if pod.status.phase in (None, "Pending") and pod.metadata.deletion_timestamp is None:
+                body = {"status": {"phase": "Running"}}
+                self.core.patch_namespaced_pod_status(pod.metadata.name, self.namespace, body)
 
 
 class Trainer:

@@ -297,10 +297,13 @@ def test_the_state_is_written_when_it_changes_in_substance_not_as_time_passes() 
     assert len(cluster.saves) == settled  # ...so only timestamps moved: nothing saved
     saved = JobState.from_json(cluster.states[("ns", "flat")])
     assert engine.states[("ns", "flat")].accounted_at == later[-1] != saved.accounted_at
-    # Each rescale was saved in its round (with the cooldown and restarts it starts), and here
-    # nothing else was: the held rounds and the policy's unchanged wishes wrote no state.
+    # Each rescale was saved in its round (with the cooldown and restarts it starts), plus the
+    # state stored ahead of the first write (none was stored yet), and nothing else: the held
+    # rounds and the policy's unchanged wishes wrote no state.
     for name in ("linear", "flat"):
-        assert cluster.saves.count(name) == [n for n, _ in cluster.writes].count(name) >= 2
+        rescales = [n for n, _ in cluster.writes].count(name)
+        assert cluster.saves.count(name) == rescales + 1
+        assert rescales >= 2
 
 
 def test_a_new_engine_decides_exactly_as_the_old_one_from_the_saved_state() -> None:
@@ -402,7 +405,59 @@ def test_writes_run_side_by_side_in_order_per_job_and_a_failure_stays_with_its_j
     assert {name for name, o in by_job.items() if o.written} == {"a", "b", "c", "d"}
     assert "connection reset" in by_job["broken"].error
     assert ("broken", "ScaleFailed", True) in cluster.events
-    for name in ("a", "b", "c", "d"):
-        assert cluster.log.index(("scale", name)) < cluster.log.index(("save", name))
+    for name in ("a", "b", "c", "d"):  # the state stored ahead (none yet), the write, the state
+        assert [op for op, job in cluster.log if job == name] == ["save", "scale", "save"]
     assert JobState.from_json(cluster.states[("ns", "broken")]).rescales == 0  # saved, unscaled
     assert engine.states[("ns", "a")].rescales == 1
+
+
+@dataclasses.dataclass
+class KilledAfterWrite(MemoryCluster):
+    """The engine's process killed as soon as the server took its first write: nothing the
+    engine sends after it arrives (its state save, its Event)."""
+
+    killed: bool = False
+
+    def scale(self, job: ManagedJob, *, replicas: int) -> ScaleResult:
+        result = super().scale(job, replicas=replicas)
+        self.killed = True
+        return result
+
+    def save_state(self, job: ManagedJob, *, state: str) -> None:
+        if self.killed:
+            raise ConnectionError("the engine was killed")
+        super().save_state(job, state=state)
+
+    def event(self, job: ManagedJob, *, reason: str, message: str, warning: bool = False) -> None:
+        if not self.killed:
+            super().event(job, reason=reason, message=message, warning=warning)
+
+
+def test_a_first_rescale_whose_state_save_was_lost_is_counted_by_the_next_leader() -> None:
+    """Before its write the engine stores the count it changes, so the next leader sees the job
+    rescaled and keeps its cooldown, instead of rescaling again at once."""
+    config = CONFIG.model_copy(
+        update={"settle": SettleConfig(settle_seconds=0, cooldown_seconds=180)}
+    )
+    job = make_job("linear")
+    cluster = KilledAfterWrite({job.key: job})
+    throughput = CurveThroughput(cluster, {"linear": linear})
+    policy = GlobalOptimizer(GlobalOptimizerConfig(restart_seconds=0))
+
+    def leader() -> Engine:
+        return Engine(
+            cluster=cluster, throughput=throughput, policy=policy, policy_name="p", config=config
+        )
+
+    leader().run_once(now=START)
+    assert len(cluster.writes) == 1
+    assert cluster.killed
+    grown = cluster.writes[0][1]
+    assert grown > job.replicas
+    cluster.killed = False  # the next leader reaches the server
+    leader().run_once(now=START + timedelta(seconds=20))
+    assert cluster.writes == [("linear", grown)]  # not rescaled again inside the cooldown
+    state = JobState.from_json(cluster.states[job.key])
+    assert (state.replicas, state.rescales) == (grown, 1)
+    assert state.last_decision is not None
+    assert state.last_decision.reason == "RescaleCooldown"

@@ -1,9 +1,15 @@
-"""The informer's cache: indexes follow updates, and a late watch event never rolls it back."""
+"""The informer's cache: indexes follow updates, a late watch event never rolls it back, and an
+expired watch (410 Gone) lists again."""
 
+import logging
+import threading
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
 from autoscaler.clients.informer import Informer
-from autoscaler.clients.kube import PODS
+from autoscaler.clients.kube import PODS, ExpiredError
 
 JSON = dict[str, Any]
 
@@ -51,3 +57,40 @@ def test_managed_fields_are_not_kept() -> None:
     cache = informer([])
     cache.apply("ADDED", pod("p", version="1", managed=True))
     assert "managedFields" not in cache.get(("ns", "p"))["metadata"]  # type: ignore[index]
+
+
+class ExpiringKube:
+    """A cluster whose first watch answers 410 Gone, after an object changed while nobody
+    watched: only a fresh list shows the change."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.lists = 0
+        self.watches: list[str] = []
+
+    def list(self, resource: object, *, namespace: str | None, selector: str) -> JSON:
+        self.lists += 1
+        version = "5" if self.lists == 1 else "7"  # the change made in the gap
+        return {"metadata": {"resourceVersion": version}, "items": [pod("p", version=version)]}
+
+    def watch(self, resource: object, *, resource_version: str, **_: object) -> Iterator[JSON]:
+        self.watches.append(resource_version)
+        if len(self.watches) == 1:
+            raise ExpiredError()
+        self.stop.set()
+        return iter([])
+
+
+def test_an_expired_watch_lists_again_and_reports_the_change_made_meanwhile(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seen: list[tuple[str, str]] = []
+    stop = threading.Event()
+    kube = ExpiringKube(stop)
+    cache = informer(seen)
+    cache.kube = kube  # type: ignore[assignment]
+    with caplog.at_level(logging.INFO, logger="autoscaler.clients.informer"):
+        cache.run(stop)
+    assert (kube.lists, kube.watches) == (2, ["5", "7"])  # the second watch starts after the list
+    assert seen == [("ADDED", "5"), ("MODIFIED", "7")]
+    assert "the watch of pods expired (410 Gone); listing again" in caplog.messages

@@ -1,6 +1,8 @@
 """Who acts on the lease, as a table (client-go's rules), and two electors with skewed clocks."""
 
 import copy
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -99,3 +101,36 @@ def test_clocks_thirty_seconds_apart_never_give_two_leaders(skew: float) -> None
         assert seconds[0] - stopped <= timings.lease_seconds + timings.retry_period
     assert lease_record(leases.stored["engine"]) != record
     assert leases.stored["engine"]["spec"]["holderIdentity"] == "standby"
+
+
+class Unanswered(Leases):
+    """Leases behind an API server that stops answering: requests block until `heal`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answering = threading.Event()
+        self.answering.set()
+
+    def get(self, resource: object, namespace: str, name: str) -> dict[str, Any]:
+        self.answering.wait()
+        return super().get(resource, namespace, name)
+
+
+def test_a_leader_whose_requests_hang_gives_up_within_its_renew_deadline() -> None:
+    """A partition leaves the renewal blocked in a request (30 s, retried by the client); the
+    leader must still stop before a standby may take the lease (the lease duration)."""
+    leases = Unanswered()
+    timings = LeaseTimings(lease_seconds=1.5, renew_deadline=1.0, retry_period=0.05)
+    elector = LeaderElector(leases, namespace="ns", name="engine", identity="me", timings=timings)  # type: ignore[arg-type]
+    stop, lost = threading.Event(), threading.Event()
+    elector.run(stop, on_lost=lost.set)
+    assert elector.is_leader.is_set()
+    leases.answering.clear()  # cut off: the next renewal hangs
+    cut = time.monotonic()
+    try:
+        assert lost.wait(timeout=10)
+        assert time.monotonic() - cut < timings.lease_seconds
+        assert not elector.is_leader.is_set()
+    finally:
+        stop.set()
+        leases.answering.set()

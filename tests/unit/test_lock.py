@@ -1,6 +1,7 @@
-"""requirements.lock (what the image installs, `make lock`) against pyproject.toml's runtime
-dependencies: each one pinned, at a version its specifier allows, with hashes, and everything
-each one needs (on this platform) pinned too."""
+"""The locks against pyproject.toml (`make lock`): requirements.lock, what the image installs,
+pins the runtime dependencies; requirements-dev.lock, what `make test` and CI install, pins the
+same at the same versions plus every extra. Each declared dependency pinned at a version its
+specifier allows, with hashes, and everything each one needs (on this platform) pinned too."""
 
 import re
 import tomllib
@@ -14,16 +15,20 @@ from packaging.version import Version
 
 REPO = Path(__file__).resolve().parents[2]
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
+IMAGE, DEV = "requirements.lock", "requirements-dev.lock"
 
 
-def runtime_dependencies() -> list[Requirement]:
+def declared(lock: str) -> list[Requirement]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    return [Requirement(text) for text in project["dependencies"]]
+    texts = list(project["dependencies"])
+    if lock == DEV:
+        texts += [text for extra in project["optional-dependencies"].values() for text in extra]
+    return [Requirement(text) for text in texts]
 
 
-def locked() -> dict[str, Version]:
+def locked(lock: str) -> dict[str, Version]:
     pins = {}
-    for line in (REPO / "requirements.lock").read_text().splitlines():
+    for line in (REPO / lock).read_text().splitlines():
         match = PIN.match(line)
         if match:
             pins[canonicalize_name(match[1])] = Version(match[2])
@@ -47,29 +52,42 @@ def needed_by(requirement: Requirement) -> set[str]:
     return seen
 
 
-@pytest.mark.parametrize("requirement", runtime_dependencies(), ids=str)
-def test_every_runtime_dependency_is_pinned_within_its_specifier(requirement: Requirement) -> None:
-    pins = locked()
+CASES = [(lock, requirement) for lock in (IMAGE, DEV) for requirement in declared(lock)]
+IDS = [f"{lock}:{requirement}" for lock, requirement in CASES]
+
+
+@pytest.mark.parametrize(("lock", "requirement"), CASES, ids=IDS)
+def test_every_dependency_is_pinned_within_its_specifier(
+    lock: str, requirement: Requirement
+) -> None:
+    pins = locked(lock)
     name = canonicalize_name(requirement.name)
-    assert name in pins, f"{name} is not in requirements.lock: run `make lock`"
+    assert name in pins, f"{name} is not in {lock}: run `make lock`"
     assert requirement.specifier.contains(pins[name]), (
         f"{name}=={pins[name]} is outside {requirement.specifier}: run `make lock`"
     )
 
 
-@pytest.mark.parametrize("requirement", runtime_dependencies(), ids=str)
-def test_what_each_runtime_dependency_needs_is_pinned_too(requirement: Requirement) -> None:
-    missing = needed_by(requirement) - set(locked())
-    assert not missing, f"not in requirements.lock: {sorted(missing)}: run `make lock`"
+@pytest.mark.parametrize(("lock", "requirement"), CASES, ids=IDS)
+def test_what_each_dependency_needs_is_pinned_too(lock: str, requirement: Requirement) -> None:
+    missing = needed_by(requirement) - set(locked(lock))
+    assert not missing, f"not in {lock}: {sorted(missing)}: run `make lock`"
+
+
+def test_the_tests_run_the_versions_the_image_ships() -> None:
+    image, dev = locked(IMAGE), locked(DEV)
+    differ = {name: (image[name], dev.get(name)) for name in image if dev.get(name) != image[name]}
+    assert not differ, f"image vs dev lock: {differ}: run `make lock`"
 
 
 def test_nothing_of_the_extras_is_locked_for_the_image() -> None:
-    assert "matplotlib" not in locked()
+    assert "matplotlib" not in locked(IMAGE)
 
 
-def test_every_pin_carries_hashes() -> None:
-    text = (REPO / "requirements.lock").read_text()
-    entries = re.split(r"\n(?=[A-Za-z0-9])", text.split("\n\n", 1)[-1])
+@pytest.mark.parametrize("lock", [IMAGE, DEV])
+def test_every_pin_carries_hashes(lock: str) -> None:
+    text = (REPO / lock).read_text()
+    entries = re.split(r"\n(?=[A-Za-z0-9])", text)
     pinned = [entry for entry in entries if PIN.match(entry)]
-    assert len(pinned) == len(locked())
+    assert len(pinned) == len(locked(lock))
     assert all("--hash=sha256:" in entry for entry in pinned)

@@ -1,8 +1,12 @@
-"""The runner's handling of what the planner cannot read, with a recording fake client."""
+"""The runner's handling of what the planner cannot read and of writes that fail, with recording
+fake clients."""
 
 from typing import Any
 
+import pytest
+
 from autoscaler.controller.runner import Operator
+from tests.support.jobs import echo_with
 
 JSON = dict[str, Any]
 
@@ -40,3 +44,29 @@ def test_unreadable_job_gets_one_warning_event_per_generation() -> None:
             "spec.pytorchReplicaSpecs.Worker.replicas: Input should be a valid integer, unable to parse string as an integer",
         )
     ]
+
+
+class UnreachableKube(RecordingKube):
+    """An API server that is down: every create fails as a refused connection would."""
+
+    def create(self, obj: JSON, *, resource: object = None) -> JSON:
+        self.created.append(obj)
+        raise ConnectionRefusedError("the API server is restarting")
+
+    def replace(self, obj: JSON, **_: object) -> JSON:
+        raise ConnectionRefusedError("the API server is restarting")
+
+
+def test_a_failed_create_is_retried_at_once_not_after_the_expectation_timeout() -> None:
+    kube = UnreachableKube()
+    operator = Operator(kube)  # type: ignore[arg-type]
+    job = echo_with(lambda job: job["metadata"].update(namespace="ns", uid="u"))
+    operator.jobs.apply("ADDED", job)
+    with pytest.raises(ConnectionRefusedError):
+        operator.reconcile(("ns", job["metadata"]["name"]))
+    # The next pass plans again: nothing waits for pods that were never created.
+    with pytest.raises(ConnectionRefusedError):
+        operator.reconcile(("ns", job["metadata"]["name"]))
+    operator.events.close()
+    pods = [obj["metadata"]["name"] for obj in kube.created if obj["kind"] == "Pod"]
+    assert pods == ["elastic-example-echo-worker-0", "elastic-example-echo-worker-1"] * 2

@@ -64,7 +64,11 @@ BAD = [
     ),
     (f"{HEADER}\na,0,toy,64,10,1,8,9\n", 2, "got 1 <= 9 <= 8"),
     (f"{HEADER}\na,0,bert,64,10,1,8,1\n", 2, "unknown profile 'bert' (known: toy)"),
-    (f"{HEADER}\na,0,toy,32,10,1,8,1\n", 2, "profile 'toy' has no global batch size 32 (64, 128)"),
+    (
+        f"{HEADER}\na,0,toy,32,10,1,8,1\n",
+        2,
+        "batch_size 32: profile 'toy' has no such global batch size (64, 128)",
+    ),
     (f"{HEADER}\na,0,toy,64,10,1,8,1\n\na,1,toy,64,10,1,8,1\n", 4, "job name 'a' listed twice"),
     (f"{HEADER},weight\na,0,toy,64,10,1,8,1,0\n", 2, "weight 0 is not positive"),
     (
@@ -166,7 +170,7 @@ def test_itp_errors_name_the_archive_member_and_line(tmp_path: Path) -> None:
         import_itp_workload(archive, cluster="cluster01", count=5, start=0, profiles=PROFILES)
     assert caught.value.file == f"{archive}[cluster01.csv]"
     assert caught.value.line == 6
-    assert "no global batch size 32" in caught.value.reason
+    assert "batch_size 32: profile 'toy' has no such global batch size" in caught.value.reason
     with pytest.raises(SimInputError, match=r"no cluster 'cluster09' \(has cluster01\)"):
         import_itp_workload(archive, cluster="cluster09", count=1, profiles=PROFILES)
     with pytest.raises(SimInputError, match=r"count 9 is not in 1..5"):

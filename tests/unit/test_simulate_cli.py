@@ -148,7 +148,10 @@ def test_a_job_that_can_never_run_is_reported(
         ("e,0,bert,10,100,1,8,1", "unknown profile 'bert' (known: toy)"),
         ("e,0,toy,10,100,1,8", "expected 8 fields, got 7"),
         ("e,0,toy,10,lots,1,8,1", "iterations 'lots' is not an integer"),
-        ("e,0,toy,32,100,1,8,1", "profile 'toy' has no global batch size 32 (10, 20)"),
+        (
+            "e,0,toy,32,100,1,8,1",
+            "batch_size 32: profile 'toy' has no such global batch size (10, 20)",
+        ),
     ],
 )
 def test_bad_workloads_exit_2_with_file_line_and_reason(

@@ -69,3 +69,67 @@ def test_unknown_field_is_reported_with_its_path() -> None:
     )
     field = "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].imagee"
     assert [str(e) for e in validate(job)] == [f'{field}: unknown field "{field}"']
+
+
+def fields_of(job: dict[str, object]) -> list[str]:
+    return [error.field for error in validate(job)]
+
+
+# The API server's order, as `make fuzz` measured it against kube-apiserver 1.36.3.
+ORDER_CASES = [
+    pytest.param(
+        lambda j: (
+            j["spec"]["elasticPolicy"].update(minReplica=1),
+            j["spec"]["elasticPolicy"].update(rdzvPort=0),
+        ),
+        ["spec.elasticPolicy.minReplica"],
+        id="an-unknown-field-alone-refuses",
+    ),
+    pytest.param(
+        lambda j: j["metadata"].update(labelz={}),
+        ["metadata.labelz"],
+        id="objectmeta-unknown-field",
+    ),
+    pytest.param(
+        lambda j: (
+            j["spec"]["elasticPolicy"].update(rdzvBackend="zookeeper"),
+            j["spec"]["pytorchReplicaSpecs"]["Worker"].update(replicas=5),
+        ),
+        ["spec.elasticPolicy.rdzvBackend", "<nil>"],
+        id="a-blocking-error-skips-the-cel-rules",
+    ),
+    pytest.param(
+        lambda j: (
+            j["spec"]["elasticPolicy"].update(rdzvPort=0),
+            j["spec"]["pytorchReplicaSpecs"]["Worker"].update(replicas=5),
+        ),
+        ["spec.elasticPolicy.rdzvPort", "spec.pytorchReplicaSpecs[Worker].replicas"],
+        id="a-bound-error-lets-the-cel-rules-run",
+    ),
+    pytest.param(
+        lambda j: j["metadata"].pop("name"),
+        ["metadata.name", "<nil>"],
+        id="a-name-is-required",
+    ),
+    pytest.param(
+        lambda j: j["metadata"].update(name="echo.v2"),
+        ["metadata.name"],  # a DNS-1123 subdomain, but no DNS-1035 label
+        id="name-subdomain-not-label",
+    ),
+    pytest.param(
+        lambda j: j["spec"]["pytorchReplicaSpecs"]["Worker"].update(replicas=2**31),
+        [
+            "<nil>",
+            ".spec.pytorchReplicaSpecs.Worker.replicas",
+            "spec.pytorchReplicaSpecs[Worker].replicas",
+        ],
+        id="int32-overflow-format-scale-and-bounds",
+    ),
+]
+
+
+@pytest.mark.parametrize(("edit", "fields"), ORDER_CASES)
+def test_errors_come_in_the_api_servers_order(edit: object, fields: list[str]) -> None:
+    job = upstream_job("echo.yaml")
+    edit(job)  # type: ignore[operator]
+    assert fields_of(job) == fields
