@@ -21,7 +21,7 @@ from autoscaler.clients.jobs import managed_job, pod_requests
 from autoscaler.clients.kube import JOBS, PODS, ConflictError, Kube, NotFoundError, Resource
 from autoscaler.clients.recorder import EventRecorder
 from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
-from autoscaler.observability.events import job_event
+from autoscaler.observability.events import job_event, object_event
 
 JSON = dict[str, Any]
 NODES = Resource("", "v1", "nodes")
@@ -51,6 +51,7 @@ class KubeCluster:
         self.namespaces = tuple(namespaces)
         self.recorder = recorder or EventRecorder(kube)
         self._engine_jobs: set[JobKey] = set()
+        self._warned_pods: set[tuple[str, str]] = set()  # (uid, resourceVersion)
         # Each job's typed view, kept while its resourceVersion is unchanged: reading 5,000 jobs'
         # JSON again every round was 0.6 s of a round that wrote nothing.
         self._typed: dict[JobKey, tuple[str, ManagedJob | None]] = {}
@@ -99,7 +100,7 @@ class KubeCluster:
                 if cached is not None and version and cached[0] == version:
                     job = cached[1]
                 else:
-                    job = _typed_job(obj)
+                    job = self._typed_job(obj)
                 typed[key] = (version, job)
                 if job is not None:
                     jobs.append(job)
@@ -110,26 +111,56 @@ class KubeCluster:
     def capacity(self) -> Mapping[str, float]:
         """Allocatable of Ready, schedulable nodes minus requests of pods it does not size."""
         self._synced()
-        totals: dict[str, float] = {}
-        for node in self._nodes.items():
-            if _usable(node):
-                for name, amount in parse_resources(
-                    node["status"].get("allocatable") or {}
-                ).items():
-                    totals[name] = totals.get(name, 0.0) + amount
-        for pod in self._pods.items():
-            if not self._counts_against(pod):
+        pods = [pod for pod in self._pods.items() if self._counts_against(pod)]
+        free, skipped = free_capacity(self._nodes.items(), pods)
+        self._warn_skipped(skipped)
+        return free
+
+    def _warn_skipped(self, skipped: Sequence[tuple[JSON, str]]) -> None:
+        """A Warning Event and a log line per unreadable pod, once per version of it."""
+        warned = set()
+        for pod, error in skipped:
+            meta = pod["metadata"]
+            version = (meta.get("uid", ""), meta.get("resourceVersion", ""))
+            warned.add(version)
+            if version in self._warned_pods:
                 continue
-            try:
-                requests = pod_requests(pod)
-            except ValueError as error:  # one unreadable pod must not stop every job's sizing
-                meta = pod["metadata"]
-                log.warning("skipping pod %s/%s: %s", meta.get("namespace"), meta["name"], error)
-                continue
-            for name, amount in requests.items():
-                if name in totals:
-                    totals[name] -= amount
-        return {name: max(0.0, amount) for name, amount in totals.items()}
+            message = f"left out of the engine's free capacity: {error}"
+            log.warning("pod %s/%s %s", meta.get("namespace"), meta.get("name"), message)
+            self.recorder.record(
+                object_event(
+                    pod,
+                    api_version="v1",
+                    kind="Pod",
+                    type_="Warning",
+                    reason="UnreadableRequests",
+                    message=message,
+                    now=self.clock(),
+                    component=c.ENGINE_NAME,
+                )
+            )
+        self._warned_pods = warned  # pods gone or fixed are forgotten
+
+    def _typed_job(self, obj: JSON) -> ManagedJob | None:
+        """The job's typed view; None for jobs that are not elastic and for unreadable ones,
+        which get a Warning Event (read once per version of the job)."""
+        try:
+            return managed_job(obj)
+        except (KeyError, TypeError, ValueError) as error:  # the CRD schema should prevent it
+            message = f"not sized by the engine: {error!r}"
+            log.warning("job %s %s", obj.get("metadata", {}).get("name"), message)
+            if {"name", "namespace"} <= set(obj.get("metadata") or {}):
+                self.recorder.record(
+                    job_event(
+                        obj,
+                        type_="Warning",
+                        reason="UnreadableJob",
+                        message=message,
+                        now=self.clock(),
+                        component=c.ENGINE_NAME,
+                    )
+                )
+            return None
 
     def _counts_against(self, pod: JSON) -> bool:
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
@@ -189,13 +220,28 @@ class KubeCluster:
         self.recorder.close()
 
 
-def _typed_job(obj: JSON) -> ManagedJob | None:
-    """The job's typed view; None for jobs that are not elastic and for unreadable ones."""
-    try:
-        return managed_job(obj)
-    except (KeyError, TypeError, ValueError) as error:  # the CRD schema should prevent it
-        log.warning("skipping unreadable job %s: %r", obj.get("metadata", {}).get("name"), error)
-        return None
+def free_capacity(
+    nodes: Sequence[JSON], pods: Sequence[JSON]
+) -> tuple[dict[str, float], list[tuple[JSON, str]]]:
+    """Allocatable of Ready, schedulable `nodes` minus the requests of `pods`, and the pods left
+    out because their requests could not be read: one such pod once made every round fail, and
+    no job was sized until it was gone."""
+    totals: dict[str, float] = {}
+    for node in nodes:
+        if _usable(node):
+            for name, amount in parse_resources(node["status"].get("allocatable") or {}).items():
+                totals[name] = totals.get(name, 0.0) + amount
+    skipped = []
+    for pod in pods:
+        try:
+            requests = pod_requests(pod)
+        except ValueError as error:
+            skipped.append((pod, str(error)))
+            continue
+        for name, amount in requests.items():
+            if name in totals:
+                totals[name] -= amount
+    return {name: max(0.0, amount) for name, amount in totals.items()}, skipped
 
 
 def _ignore(kind: str, obj: JSON) -> None:

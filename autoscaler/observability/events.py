@@ -20,7 +20,31 @@ def job_event(
     now: datetime,
     component: str = COMPONENT,
 ) -> JSON:
-    metadata = job["metadata"]
+    return object_event(
+        job,
+        api_version=c.API_VERSION,
+        kind=c.KIND,
+        type_=type_,
+        reason=reason,
+        message=message,
+        now=now,
+        component=component,
+    )
+
+
+def object_event(
+    obj: JSON,
+    *,
+    api_version: str,
+    kind: str,
+    type_: str,
+    reason: str,
+    message: str,
+    now: datetime,
+    component: str = COMPONENT,
+) -> JSON:
+    """A core/v1 Event about `obj` (its metadata is all that is read)."""
+    metadata = obj["metadata"]
     stamp = format_timestamp(now)
     return {
         "apiVersion": "v1",
@@ -30,8 +54,8 @@ def job_event(
             "namespace": metadata["namespace"],
         },
         "involvedObject": {
-            "apiVersion": c.API_VERSION,
-            "kind": c.KIND,
+            "apiVersion": api_version,
+            "kind": kind,
             "name": metadata["name"],
             "namespace": metadata["namespace"],
             "uid": metadata.get("uid", ""),
