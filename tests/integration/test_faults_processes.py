@@ -558,9 +558,11 @@ def test_leader_cut_off_stops_before_the_standby_writes(
     old = first_proxy.writes()
     last_try = max(e.arrived for e in old)
     assert last_try < takeover, f"the old leader wrote {last_try - takeover:.2f} s after the new"
-    tried_cut_off = [e for e in first_proxy.exchanges if e.arrived >= cut]
-    assert tried_cut_off, "the old leader tried nothing while cut off"
-    assert all(e.status is None for e in tried_cut_off)
+    # Whether a request of the old leader reaches the proxy after a silent cut depends on the
+    # connection it was queued on (one whose exchange the cut tore holds it unread), so the
+    # proof that the cut held is that nothing was answered after it.
+    answered = [e for e in first_proxy.exchanges if e.answered is not None and e.answered >= cut]
+    assert not answered, f"the cut let answers through: {answered}"
     lost = lease_lost_at(first.log)
     assert lost < takeover, f"the old leader stopped {lost - takeover:.2f} s after the takeover"
     assert created_names(second_proxy.exchanges, "pods") == ["cut-worker-1"]
