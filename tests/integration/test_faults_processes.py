@@ -42,6 +42,7 @@ from tests.support.apiproxy import ApiProxy, Exchange, Match
 from tests.support.controlplane import RESTRICTED_USER, ControlPlane
 from tests.support.engine_process import (
     LEASE_FLAGS,
+    ServiceProcess,
     engine_config,
     engine_process,
     operator_process,
@@ -182,6 +183,33 @@ def holder(kube_api: client.ApiClient, namespace: str, name: str) -> str:
     return lease.spec.holder_identity or ""
 
 
+def leader_and_standby(
+    env: Env, stack: ExitStack, first_proxy: ApiProxy, second_proxy: ApiProxy, *, leader_exits: int
+) -> ServiceProcess:
+    """Operator "first" (leading, through `first_proxy`, expected to exit with `leader_exits`)
+    and operator "second" (its standby, through `second_proxy`); returns the leader."""
+    operator = env.plane.kubeconfig_for(RESTRICTED_USER)
+    first = stack.enter_context(
+        operator_process(
+            kubeconfig=first_proxy.kubeconfig(operator, env.tmp_path / "first.conf"),
+            lease_namespace=env.ns,
+            workdir=env.tmp_path,
+            identity="first",
+            exit_code=leader_exits,
+        )
+    )
+    wait_for(lambda: holder(env.api, env.ns, OPERATOR_LEASE) == "first", what="first to lead")
+    stack.enter_context(
+        operator_process(
+            kubeconfig=second_proxy.kubeconfig(operator, env.tmp_path / "second.conf"),
+            lease_namespace=env.ns,
+            workdir=env.tmp_path,
+            identity="second",
+        )
+    )
+    return first
+
+
 # -- 1. the operator killed between the creates of a scale-up ------------------------------------
 
 
@@ -190,29 +218,8 @@ def test_operator_killed_between_creates_of_a_scale_up_is_finished_once_by_the_s
 ) -> None:
     cluster = Cluster(env.api, env.ns)
     first_proxy, second_proxy = env.proxy(), env.proxy()
-    operator = env.plane.kubeconfig_for(RESTRICTED_USER)
     with ExitStack() as stack:
-        first = stack.enter_context(
-            operator_process(
-                kubeconfig=first_proxy.kubeconfig(operator, env.tmp_path / "first.conf"),
-                lease_namespace=env.ns,
-                workdir=env.tmp_path,
-                identity="first",
-                exit_code=KILLED,
-            )
-        )
-        wait_for(
-            lambda: holder(env.api, env.ns, OPERATOR_LEASE) == "first",
-            what="first to lead",
-        )
-        stack.enter_context(
-            operator_process(
-                kubeconfig=second_proxy.kubeconfig(operator, env.tmp_path / "second.conf"),
-                lease_namespace=env.ns,
-                workdir=env.tmp_path,
-                identity="second",
-            )
-        )
+        first = leader_and_standby(env, stack, first_proxy, second_proxy, leader_exits=KILLED)
         cluster.create(elastic_job("grow", replicas=1, high=4))
         before = cluster.wait_pods("grow", names("grow", "worker", 1))
         # The scale-up's creates are worker-1, -2, -3, then their services: die at worker-2's.
@@ -526,26 +533,8 @@ def test_leader_cut_off_stops_before_the_standby_writes(
     stay open and nothing answers (a partition: its requests wait for their timeouts)."""
     cluster = Cluster(env.api, env.ns)
     first_proxy, second_proxy = env.proxy(), env.proxy()
-    operator = env.plane.kubeconfig_for(RESTRICTED_USER)
     with ExitStack() as stack:
-        first = stack.enter_context(
-            operator_process(
-                kubeconfig=first_proxy.kubeconfig(operator, env.tmp_path / "first.conf"),
-                lease_namespace=env.ns,
-                workdir=env.tmp_path,
-                identity="first",
-                exit_code=LEASE_LOST,
-            )
-        )
-        wait_for(lambda: holder(env.api, env.ns, OPERATOR_LEASE) == "first", what="first to lead")
-        stack.enter_context(
-            operator_process(
-                kubeconfig=second_proxy.kubeconfig(operator, env.tmp_path / "second.conf"),
-                lease_namespace=env.ns,
-                workdir=env.tmp_path,
-                identity="second",
-            )
-        )
+        first = leader_and_standby(env, stack, first_proxy, second_proxy, leader_exits=LEASE_LOST)
         cluster.create(elastic_job("cut", replicas=1, high=4))
         cluster.wait_pods("cut", names("cut", "worker", 1))
         cut = first_proxy.cut(how)
