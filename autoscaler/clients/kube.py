@@ -35,6 +35,10 @@ class ConflictError(Exception):
     """The write lost a race: a stale resourceVersion or an object that already exists (409)."""
 
 
+class NamespaceTerminatingError(Exception):
+    """A create refused because its namespace is being deleted (403, cause NamespaceTerminating)."""
+
+
 class ExpiredError(Exception):
     """A watch's resourceVersion is too old (HTTP 410): list again."""
 
@@ -227,6 +231,8 @@ class Kube:
 
 
 def _translate(error: ApiException) -> Exception:
+    if error.status == 403 and _has_cause(error, "NamespaceTerminating"):
+        return NamespaceTerminatingError(error.reason)
     if error.status == 404:
         return NotFoundError(error.reason)
     if error.status == 409:
@@ -234,3 +240,13 @@ def _translate(error: ApiException) -> Exception:
     if error.status == 410:
         return ExpiredError(error.reason)
     return error
+
+
+def _has_cause(error: ApiException, reason: str) -> bool:
+    """Whether the server's Status names `reason` among its causes."""
+    try:
+        status = json.loads(error.body or "{}")
+    except (TypeError, ValueError):
+        return False
+    causes = ((status.get("details") or {}).get("causes") or []) if isinstance(status, dict) else []
+    return any(isinstance(cause, dict) and cause.get("reason") == reason for cause in causes)

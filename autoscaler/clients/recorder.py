@@ -44,8 +44,8 @@ class EventRecorder:
         while (event := self._pending.get()) is not None:
             try:
                 self.kube.create(event)
-            except Exception:  # best effort: a lost event must never stop the others
-                log.warning("could not record event %s", event.get("reason"))
+            except Exception as error:  # best effort: a lost event must never stop the others
+                log.warning("could not record event %s: %s", event.get("reason"), error)
             finally:
                 self._pending.task_done()
         self._pending.task_done()

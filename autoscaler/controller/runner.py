@@ -30,6 +30,7 @@ from autoscaler.clients.kube import (
     SERVICES,
     ConflictError,
     Kube,
+    NamespaceTerminatingError,
     NotFoundError,
     Resource,
 )
@@ -371,6 +372,12 @@ class Operator:
             created = self.kube.create(obj, resource=self._resource(kind))
         except ConflictError:
             return None  # already there (a stale cache): names are deterministic
+        except NamespaceTerminatingError:
+            # As Kubernetes' own controllers do: the namespace's objects, this job included, are
+            # about to be deleted, so nothing to retry or report. Retrying with a Warning each
+            # time flooded the Event queue of every other job while a namespace took its time.
+            self._never_coming(job, (kind, name))
+            return None
         except Exception as error:  # e.g. a template the pod API rejects: tell the user
             self._never_coming(job, (kind, name))
             self._record(job, "Warning", f"FailedCreate{kind}", f"Error creating: {_reason(error)}")

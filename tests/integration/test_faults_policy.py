@@ -192,7 +192,9 @@ def test_a_leaking_policy_is_recycled_and_the_engine_stays_flat(
         after = resident_mb(engine.proc.pid)
         assert after is not None
         recycles = engine.log.read_text().count(REPLACED)
-        assert workers(cluster) == 4  # it sized the job all along
+        # It keeps sizing the job: a rescale waits for the throughput at the new count, so the
+        # last step to 4 may still be ahead (once measured at 2 here on a loaded machine).
+        wait_for(lambda: workers(cluster) == 4, timeout=90, what="the job sized to 4")
     growth = 100.0 * (after - before) / before
     leaked = LEAK_MB * (ROUNDS_BEFORE + ROUNDS_WATCHED)
     # in the engine's own process the leak would have added ~leaked MB; isolated, a few %

@@ -4,7 +4,9 @@ fake clients."""
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
+from autoscaler.clients.kube import ConflictError, NamespaceTerminatingError, _translate
 from autoscaler.controller.runner import Operator
 from tests.support.jobs import echo_with
 
@@ -70,3 +72,45 @@ def test_a_failed_create_is_retried_at_once_not_after_the_expectation_timeout() 
     operator.events.close()
     pods = [obj["metadata"]["name"] for obj in kube.created if obj["kind"] == "Pod"]
     assert pods == ["elastic-example-echo-worker-0", "elastic-example-echo-worker-1"] * 2
+
+
+class TerminatingNamespaceKube(RecordingKube):
+    """The job's namespace is being deleted: the API server refuses every create in it."""
+
+    def create(self, obj: JSON, *, resource: object = None) -> JSON:
+        if obj["kind"] == "Event":
+            return super().create(obj)
+        raise NamespaceTerminatingError("namespace ns is being terminated")
+
+    def replace(self, obj: JSON, **_: object) -> JSON:
+        return obj
+
+
+def test_a_terminating_namespace_is_no_failure_and_no_event() -> None:
+    kube = TerminatingNamespaceKube()
+    operator = Operator(kube)  # type: ignore[arg-type]
+    job = echo_with(lambda job: job["metadata"].update(namespace="ns", uid="u"))
+    operator.jobs.apply("ADDED", job)
+    operator.reconcile(("ns", job["metadata"]["name"]))  # no error: nothing to retry
+    operator.events.close()
+    assert not [e["reason"] for e in kube.created if e["reason"].startswith("Failed")]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "translated"),
+    [
+        (
+            403,
+            '{"details": {"causes": [{"reason": "NamespaceTerminating"}]}}',
+            NamespaceTerminatingError,
+        ),
+        (403, '{"reason": "Forbidden"}', ApiException),
+        (403, "not json", ApiException),
+        (409, "{}", ConflictError),
+    ],
+    ids=["terminating", "plain 403", "unreadable body", "conflict"],
+)
+def test_api_errors_are_translated(status: int, body: str, translated: type) -> None:
+    error = ApiException(status=status, reason="r")
+    error.body = body
+    assert type(_translate(error)) is translated
