@@ -107,7 +107,7 @@ def main() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
     optim = torch.optim.SGD(model.parameters(), lr=0.01)
     args.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    step = load_checkpoint(args.checkpoint_dir, model, optim)
+    step = resumed = load_checkpoint(args.checkpoint_dir, model, optim)
     events("resume", from_step=step)
     ddp = DistributedDataParallel(model)
 
@@ -128,7 +128,9 @@ def main() -> None:
             save_checkpoint(args.checkpoint_dir, model, optim, step)
             events("checkpoint", step=step)
 
-    if rank == 0 and step % args.checkpoint_every != 0:
+    # Only what this incarnation trained: a world re-formed after the last save (a scale-up
+    # during the final barrier) resumes at the end and has nothing new to save.
+    if rank == 0 and step > resumed and step % args.checkpoint_every != 0:
         save_checkpoint(args.checkpoint_dir, model, optim, step)
         events("checkpoint", step=step)
     dist.barrier()  # nobody leaves before rank 0's last checkpoint is written
