@@ -82,6 +82,10 @@ class SettleConfig(Strict):
     scale_down_max_percent: PositiveFloat = Field(
         default=50.0, le=100.0, description="most workers removed per decision, as % (at least 1)"
     )
+    max_rescales_per_round: PositiveInt | None = Field(
+        default=50,
+        description="most jobs rescaled in one round, the rest in later ones; null = no limit",
+    )
 
 
 class EngineConfig(Strict):

@@ -30,6 +30,7 @@ from autoscaler.engine.settle import (
     Settled,
     fit_capacity,
     hold,
+    limit_rescales,
     observe,
     remember,
     rescaled,
@@ -205,7 +206,10 @@ class Engine:
             )
             for job in jobs
         }
-        return fit_capacity(jobs, settled, capacity=capacity)
+        limited = limit_rescales(
+            jobs, settled, self.states, limit=self.config.settle.max_rescales_per_round
+        )
+        return fit_capacity(jobs, limited, capacity=capacity)
 
     def _read(self, jobs: Sequence[ManagedJob], *, now: datetime) -> dict[JobKey, float | None]:
         try:

@@ -199,6 +199,29 @@ def test_counts_outside_the_bounds_are_clamped() -> None:
     assert max(n for _, n in cluster.writes) == 8
 
 
+def test_a_policy_that_flips_every_count_rescales_at_most_the_round_limit() -> None:
+    class Flip:
+        def decide(self, snapshot: Snapshot, *, now: datetime) -> list[Decision]:
+            return [
+                Decision(j.namespace, j.name, 3 - j.replicas, "Flip", "f") for j in snapshot.jobs
+            ]
+
+    limited = CONFIG.settle.model_copy(update={"max_rescales_per_round": 2})
+    engine, cluster, _ = setup(
+        [make_job(f"job-{i}") for i in range(5)],
+        policy=Flip(),
+        config=CONFIG.model_copy(update={"capacity": {GPU: 1000.0}, "settle": limited}),
+    )
+    first = engine.run_once(now=START)
+    waiting = {o.job.name for o in first.outcomes if o.settled.reason == "RescalesLimited"}
+    assert len(cluster.writes) == 2
+    assert len(waiting) == 3
+    second = engine.run_once(now=START + timedelta(seconds=30))
+    written = {o.job.name for o in second.outcomes if o.written}
+    assert len(written) == 2
+    assert written <= waiting  # scale-downs go first: only the waiting ones shrink
+
+
 def test_failed_writes_are_announced_and_counted() -> None:
     metrics = engine_metrics()
     engine, cluster, _ = setup([make_job("linear")], metrics=metrics)
