@@ -112,6 +112,9 @@ class EngineConfig(Strict):
     state_save_seconds: PositiveFloat = Field(
         default=300.0, description="rewrite an unchanged job's state annotation at most this often"
     )
+    state_refreshes_per_round: PositiveInt = Field(
+        default=20, description="most unchanged states rewritten in a round, the oldest first"
+    )
 
 
 def load_config(path: Path | None) -> EngineConfig:

@@ -329,6 +329,30 @@ def test_the_state_is_written_when_it_changes_in_substance_not_as_time_passes() 
         assert rescales >= 2
 
 
+def test_unchanged_states_are_rewritten_after_the_period_a_few_a_round_the_oldest_first() -> None:
+    class Keep:
+        def decide(self, snapshot: Snapshot, *, now: datetime) -> list[Decision]:
+            return [Decision(j.namespace, j.name, j.replicas, "Keep", "k") for j in snapshot.jobs]
+
+    config = CONFIG.model_copy(update={"state_save_seconds": 60, "state_refreshes_per_round": 2})
+    engine, cluster, _ = setup(
+        [make_job(f"job-{i}") for i in range(5)], policy=Keep(), config=config
+    )
+    saved_per_round = []
+    for i in range(6):
+        cluster.saves.clear()
+        engine.run_once(now=START + timedelta(seconds=30 * i))
+        saved_per_round.append([name[-1] for name in cluster.saves])
+    assert [sorted(names) for names in saved_per_round] == [
+        ["0", "1", "2", "3", "4"],  # new states
+        [],  # none due yet
+        ["0", "1"],  # all due (60 s): two, in the jobs' order
+        ["2", "3"],  # the older ones first
+        ["0", "4"],  # 4 saved at 0 s, 0 at 60 s
+        ["1", "2"],
+    ]
+
+
 def test_a_new_engine_decides_exactly_as_the_old_one_from_the_saved_state() -> None:
     """A leader change mid-cooldown: the successor, from the annotations alone, holds, rescales
     and spends restarts in the same rounds as the engine it replaces."""
