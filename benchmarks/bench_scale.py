@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.api import coordinates as c
-from autoscaler.cli.engine_command import policy_from
+from autoscaler.cli.engine_command import freeze_survivors, policy_from
 from autoscaler.clients.engine_cluster import NODES, KubeCluster
 from autoscaler.clients.kube import PODS, SERVICES, Kube, api_client
 from autoscaler.controller.runner import OWNED_SELECTOR, Operator, OperatorConfig
@@ -250,6 +250,7 @@ def one_round(engine: Engine, cluster: KubeCluster, kube: TimedKube, *, now: dat
     before = kube.snapshot()
     started = time.perf_counter()
     report = engine.run_once(now=now)
+    freeze_survivors()  # as `autoscaler engine` does after each round
     seconds = time.perf_counter() - started
     wait_for(cluster.recorder.idle, timeout=600, what="the round's Events to be sent")
     after = kube.snapshot()

@@ -1,6 +1,7 @@
 """`autoscaler engine`, `autoscaler decide` and `autoscaler policies`."""
 
 import argparse
+import gc
 import json
 import logging
 import threading
@@ -216,6 +217,18 @@ class RoundHealth:
         return self.clock() - self.last <= self.allowed
 
 
+def freeze_survivors() -> None:
+    """After a round: collect the garbage of what was allocated since the last call (all else is
+    frozen, so only that is traversed), then freeze what survived. At 5,000 jobs the process
+    holds millions of long-lived objects (the informers' caches, the jobs' states), and each of
+    CPython's full collections traversed them all: in bench-scale's process about 1 s, nearly
+    once a round, a third of the round. Frozen objects are still freed by reference counting when
+    dropped; only a reference cycle among them would outlive its last use, and what a round keeps
+    (the API server's JSON, pydantic models) forms none."""
+    gc.collect()
+    gc.freeze()
+
+
 def _schedule(
     engine: Engine, *, interval: float, stop: threading.Event, health: RoundHealth
 ) -> None:
@@ -225,6 +238,7 @@ def _schedule(
     def round_() -> None:
         try:
             report = engine.run_once(now=datetime.now(UTC))
+            freeze_survivors()
             health.beat()
             log.info(
                 "round: %d jobs, %d written, policy %.3f s%s",

@@ -82,6 +82,10 @@ class SettleConfig(Strict):
     scale_down_max_percent: PositiveFloat = Field(
         default=50.0, le=100.0, description="most workers removed per decision, as % (at least 1)"
     )
+    max_rescales_per_round: PositiveInt | None = Field(
+        default=50,
+        description="most jobs rescaled in one round, the rest in later ones; null = no limit",
+    )
 
 
 class EngineConfig(Strict):
@@ -107,6 +111,9 @@ class EngineConfig(Strict):
     )
     state_save_seconds: PositiveFloat = Field(
         default=300.0, description="rewrite an unchanged job's state annotation at most this often"
+    )
+    state_refreshes_per_round: PositiveInt = Field(
+        default=20, description="most unchanged states rewritten in a round, the oldest first"
     )
 
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 
 from autoscaler.engine.config import EngineConfig
@@ -30,6 +30,7 @@ from autoscaler.engine.settle import (
     Settled,
     fit_capacity,
     hold,
+    limit_rescales,
     observe,
     remember,
     rescaled,
@@ -205,7 +206,10 @@ class Engine:
             )
             for job in jobs
         }
-        return fit_capacity(jobs, settled, capacity=capacity)
+        limited = limit_rescales(
+            jobs, settled, self.states, limit=self.config.settle.max_rescales_per_round
+        )
+        return fit_capacity(jobs, limited, capacity=capacity)
 
     def _read(self, jobs: Sequence[ManagedJob], *, now: datetime) -> dict[JobKey, float | None]:
         try:
@@ -282,6 +286,7 @@ class Engine:
         thread (its /scale, then its state), one whose state changed in substance has its state
         written there; the rest are decided here, with no I/O."""
         acted: dict[JobKey, Acted | Future[Acted]] = {}
+        unchanged: list[tuple[ManagedJob, Acted]] = []
         for job in jobs:
             one, proposal = settled[job.key], proposals.steps[job.key]
             reading, curve = readings[job.key], fitted[job.key]
@@ -301,11 +306,13 @@ class Engine:
                 continue
             done = self._act(job, one, proposal, reading=reading, curve=curve,
                              objective=objective, now=now, written=False, error="")  # fmt: skip
-            acted[job.key] = (
-                self._writers.submit(self._save, job, done, now)
-                if self._save_needed(job.key, done.state, now=now)
-                else done
-            )
+            if self._changed(job.key, done.state):
+                acted[job.key] = self._writers.submit(self._save, job, done, now)
+            else:
+                acted[job.key] = done
+                unchanged.append((job, done))
+        for job, done in self._refreshes(unchanged, now=now):
+            acted[job.key] = self._writers.submit(self._save, job, done, now)
         outcomes = []
         for job in jobs:
             entry = acted[job.key]
@@ -349,9 +356,7 @@ class Engine:
             self._count_write("written" if written else "error" if error else "unchanged")
         done = self._act(job, settled, proposal, reading=reading, curve=curve,
                          objective=objective, now=now, written=written, error=error)  # fmt: skip
-        return (
-            self._save(job, done, now) if self._save_needed(job.key, done.state, now=now) else done
-        )
+        return self._save(job, done, now) if self._changed(job.key, done.state) else done
 
     def _act(
         self,
@@ -451,12 +456,22 @@ class Engine:
         self._stored_replicas[job.key] = state.replicas
         return True
 
-    def _save_needed(self, key: JobKey, state: JobState, *, now: datetime) -> bool:
-        """Whether the state changed in substance since it was saved, or the save is due."""
+    def _changed(self, key: JobKey, state: JobState) -> bool:
+        """Whether the state changed in substance since it was saved (or was never saved)."""
         saved = self._saved.get(key)
-        if saved is None or saved[0] != essence(state):
-            return True
-        return (now - saved[1]).total_seconds() >= self.config.state_save_seconds
+        return saved is None or saved[0] != essence(state)
+
+    def _refreshes(
+        self, unchanged: Sequence[tuple[ManagedJob, "Acted"]], *, now: datetime
+    ) -> list[tuple[ManagedJob, "Acted"]]:
+        """The unchanged states to rewrite this round: saved `state_save_seconds` ago or more,
+        the longest ago first, at most `state_refreshes_per_round`. Without the cap every job
+        saved in one round fell due in one round: at 5,000 jobs, 4,750 annotations rewritten
+        every 300 s in a single round (a 38 s round in bench-scale's soak)."""
+        period = timedelta(seconds=self.config.state_save_seconds)
+        due = [(job, done) for job, done in unchanged if now - self._saved[job.key][1] >= period]
+        due.sort(key=lambda entry: self._saved[entry[0].key][1])
+        return due[: self.config.state_refreshes_per_round]
 
     def _save(self, job: ManagedJob, done: "Acted", now: datetime) -> "Acted":
         """On a writer thread: persist the state (a failure is logged; the next round retries)."""

@@ -2,8 +2,8 @@
 
 observe: record the round's throughput reading (`observe`), decide whether the job is held
 (`hold`: no data, cooling down, restart budget spent). settle: hold -> clamp to [min, max] ->
-scale-down stabilisation -> rate limits -> allowed counts -> pending pods; then `fit_capacity`
-across jobs.
+scale-down stabilisation -> rate limits -> allowed counts -> pending pods; then, across jobs,
+`limit_rescales` and `fit_capacity`.
 """
 
 import math
@@ -269,6 +269,39 @@ def remember(
     window = timedelta(seconds=config.scale_down_stabilization_seconds)
     recent = [(at, count) for at, count in state.recommendations if now - at <= window]
     return state.model_copy(update={"recommendations": [*recent, (now, recommendation)]})
+
+
+def limit_rescales(
+    jobs: Sequence[ManagedJob],
+    settled: Mapping[JobKey, Settled],
+    states: Mapping[JobKey, JobState],
+    *,
+    limit: int | None,
+) -> dict[JobKey, Settled]:
+    """At most `limit` rescales a round; the rest keep their counts until a later round.
+    Scale-downs go first (they make the room other jobs wait for), then the jobs whose last
+    rescale (or start) is oldest. Before `fit_capacity`, so a scale-up that counted on a deferred
+    scale-down is undone there.
+
+    Why a limit: every rescale restarts a training world, and costs the round 3-4 requests. At
+    5,000 jobs a round that rescaled 4,000 at once spent 105 s writing (~6.6 ms a request on the
+    benchmark's shared API server), deciding nothing for any job meanwhile; and a policy that
+    flips every count would restart every job of the cluster at once. The default, 50 a round
+    of 30 s, is about 6 writes a second, near client-go's default client rate (5 a second)."""
+    changing = [job for job in jobs if settled[job.key].replicas != job.replicas]
+    if limit is None or len(changing) <= limit:
+        return dict(settled)
+
+    def turn(job: ManagedJob) -> tuple[bool, datetime, JobKey]:
+        last = states[job.key].last_rescale if job.key in states else None
+        return settled[job.key].replicas > job.replicas, last or job.created, job.key
+
+    message = f"{len(changing)} jobs would rescale this round: at most {limit} do"
+    result = dict(settled)
+    for job in sorted(changing, key=turn)[limit:]:
+        step = Step(name="limit", replicas=job.replicas, reason="RescalesLimited", message=message)
+        result[job.key] = Settled(replicas=job.replicas, steps=(*settled[job.key].steps, step))
+    return result
 
 
 def fit_capacity(

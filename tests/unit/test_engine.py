@@ -199,6 +199,29 @@ def test_counts_outside_the_bounds_are_clamped() -> None:
     assert max(n for _, n in cluster.writes) == 8
 
 
+def test_a_policy_that_flips_every_count_rescales_at_most_the_round_limit() -> None:
+    class Flip:
+        def decide(self, snapshot: Snapshot, *, now: datetime) -> list[Decision]:
+            return [
+                Decision(j.namespace, j.name, 3 - j.replicas, "Flip", "f") for j in snapshot.jobs
+            ]
+
+    limited = CONFIG.settle.model_copy(update={"max_rescales_per_round": 2})
+    engine, cluster, _ = setup(
+        [make_job(f"job-{i}") for i in range(5)],
+        policy=Flip(),
+        config=CONFIG.model_copy(update={"capacity": {GPU: 1000.0}, "settle": limited}),
+    )
+    first = engine.run_once(now=START)
+    waiting = {o.job.name for o in first.outcomes if o.settled.reason == "RescalesLimited"}
+    assert len(cluster.writes) == 2
+    assert len(waiting) == 3
+    second = engine.run_once(now=START + timedelta(seconds=30))
+    written = {o.job.name for o in second.outcomes if o.written}
+    assert len(written) == 2
+    assert written <= waiting  # scale-downs go first: only the waiting ones shrink
+
+
 def test_failed_writes_are_announced_and_counted() -> None:
     metrics = engine_metrics()
     engine, cluster, _ = setup([make_job("linear")], metrics=metrics)
@@ -304,6 +327,30 @@ def test_the_state_is_written_when_it_changes_in_substance_not_as_time_passes() 
         rescales = [n for n, _ in cluster.writes].count(name)
         assert cluster.saves.count(name) == rescales + 1
         assert rescales >= 2
+
+
+def test_unchanged_states_are_rewritten_after_the_period_a_few_a_round_the_oldest_first() -> None:
+    class Keep:
+        def decide(self, snapshot: Snapshot, *, now: datetime) -> list[Decision]:
+            return [Decision(j.namespace, j.name, j.replicas, "Keep", "k") for j in snapshot.jobs]
+
+    config = CONFIG.model_copy(update={"state_save_seconds": 60, "state_refreshes_per_round": 2})
+    engine, cluster, _ = setup(
+        [make_job(f"job-{i}") for i in range(5)], policy=Keep(), config=config
+    )
+    saved_per_round = []
+    for i in range(6):
+        cluster.saves.clear()
+        engine.run_once(now=START + timedelta(seconds=30 * i))
+        saved_per_round.append([name[-1] for name in cluster.saves])
+    assert [sorted(names) for names in saved_per_round] == [
+        ["0", "1", "2", "3", "4"],  # new states
+        [],  # none due yet
+        ["0", "1"],  # all due (60 s): two, in the jobs' order
+        ["2", "3"],  # the older ones first
+        ["0", "4"],  # 4 saved at 0 s, 0 at 60 s
+        ["1", "2"],
+    ]
 
 
 def test_a_new_engine_decides_exactly_as_the_old_one_from_the_saved_state() -> None:

@@ -1,11 +1,13 @@
 """`autoscaler decide`, `policies` and `engine`'s configuration: output shape and bad input."""
 
+import gc
 import json
+import weakref
 from pathlib import Path
 
 import pytest
 
-from autoscaler.cli.engine_command import RoundHealth
+from autoscaler.cli.engine_command import RoundHealth, freeze_survivors
 from autoscaler.policies.contract import JobSnapshot, Snapshot
 from tests.unit.test_cli import run
 
@@ -125,3 +127,20 @@ def test_the_leaders_health_follows_completed_rounds() -> None:
     short = RoundHealth(interval=1, clock=lambda: now[0])
     now[0] += 59
     assert short.ok()  # never less than a minute
+
+
+def test_after_a_round_garbage_is_collected_before_the_survivors_are_frozen() -> None:
+    class Node:
+        other: "Node"
+
+    kept, dropped = Node(), Node()
+    dropped.other = dropped  # a reference cycle: only the collector frees it
+    gone = weakref.ref(dropped)
+    del dropped
+    try:
+        freeze_survivors()
+        assert gone() is None  # collected, not frozen for good
+        assert gc.get_freeze_count() > 0
+        assert gc.is_tracked(kept)
+    finally:
+        gc.unfreeze()

@@ -10,6 +10,7 @@ from autoscaler.engine.settle import (
     Settled,
     fit_capacity,
     hold,
+    limit_rescales,
     observe,
     remember,
     rescaled,
@@ -234,3 +235,33 @@ def test_a_job_with_pods_that_cannot_be_placed_is_measured_and_sized_at_what_run
     assert list(after.throughput) == ([] if running is None else [running])
     held = hold(pending, after, reading=50.0, now=NOW, config=CONFIG)
     assert (held is None) is (running is not None)
+
+
+def test_rescales_beyond_the_round_limit_wait_scale_downs_first_then_the_longest_waiting() -> None:
+    jobs = [
+        job(name="up-old", replicas=1, active=1, created=NOW - timedelta(hours=3)),
+        job(name="up-new", replicas=1, active=1, created=NOW - timedelta(hours=1)),
+        job(name="down", replicas=4, active=4, created=NOW - timedelta(minutes=1)),
+        job(name="same", replicas=2, active=2),
+    ]
+    wished = {"up-old": 2, "up-new": 2, "down": 3, "same": 2}
+    settled = {("ns", n): Settled(replicas=r, steps=(proposal(r),)) for n, r in wished.items()}
+    states = {("ns", "up-new"): JobState(last_rescale=NOW - timedelta(hours=5))}
+    result = limit_rescales(jobs, settled, states, limit=2)
+    assert {key[1]: s.replicas for key, s in result.items()} == {
+        "up-old": 1,  # up-new last rescaled 5 h ago; up-old started 3 h ago
+        "up-new": 2,
+        "down": 3,
+        "same": 2,
+    }
+    assert result[("ns", "up-old")].reason == "RescalesLimited"
+    assert result[("ns", "up-old")].steps[-1].message == (
+        "3 jobs would rescale this round: at most 2 do"
+    )
+
+
+@pytest.mark.parametrize("limit", [None, 3, 10])
+def test_rescales_within_the_round_limit_all_go(limit: int | None) -> None:
+    jobs = [job(name=n, replicas=1, active=1) for n in "abc"]
+    settled = {("ns", n): Settled(replicas=2, steps=(proposal(2),)) for n in "abc"}
+    assert limit_rescales(jobs, settled, {}, limit=limit) == settled
