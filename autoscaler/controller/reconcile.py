@@ -39,6 +39,7 @@ from autoscaler.controller.pods import (
     container_statuses,
     exit_code,
     is_terminating,
+    latest_condition,
     phase,
     replica_index,
     replica_type_of,
@@ -48,20 +49,6 @@ from autoscaler.controller.status import by_value, count_replicas, is_subset
 
 TEMPLATE_RESTART_MESSAGE = (
     "Restart policy in pod template will be overwritten by restart policy in replica spec"
-)
-# Waiting reasons of a container that will not start without a change to the pod or its image
-# (kubelet's `ErrImagePull`/`ImagePullBackOff`/`InvalidImageName`, `CreateContainerConfigError`
-# for a missing ConfigMap or Secret key, `CrashLoopBackOff` between restarts).
-ABNORMAL_WAITING = frozenset(
-    {
-        "ErrImagePull",
-        "ImagePullBackOff",
-        "InvalidImageName",
-        "CreateContainerConfigError",
-        "CreateContainerError",
-        "CrashLoopBackOff",
-        "RunContainerError",
-    }
 )
 RETRYABLE_EXIT = 128  # ExitCode policy: codes >= 128 (signals) and "no exit code" are retried
 
@@ -172,6 +159,7 @@ class _Planner:
             self.suspend()
         else:
             self.resume_if_suspended()
+            self.abnormal_pod_warnings()
             failure = self.past_limits()
             if failure:
                 self.fail_job(failure)
@@ -454,23 +442,72 @@ class _Planner:
             self.condition(cond.FAILED, "True", "Failed", message)
 
     def container_events(self, pod: JSON) -> None:
-        """Upstream's `ExitedWithCode` for a terminated `pytorch` container, and a Warning for a
-        container stuck in a state it cannot leave by itself, each once per occurrence."""
+        """Upstream's `ExitedWithCode` for a terminated `pytorch` container, once per run."""
         meta = pod["metadata"]
         where = f"{meta.get('namespace')}.{meta['name']}"
         for container in container_statuses(pod):
-            state = container.get("state") or {}
+            done = (container.get("state") or {}).get("terminated")
             name = container.get("name")
-            if (done := state.get("terminated")) and name == c.DEFAULT_CONTAINER_NAME:
+            if done and name == c.DEFAULT_CONTAINER_NAME:
                 run = done.get("containerID") or done.get("finishedAt")
                 message = f"Pod: {where} exited with code {done.get('exitCode')}"
                 self.event("Normal", "ExitedWithCode", message, f"{meta.get('uid')}/{name}/{run}")
-            waiting = (state.get("waiting") or {}).get("reason")
-            if waiting in ABNORMAL_WAITING:
-                detail = (state.get("waiting") or {}).get("message") or waiting
-                once = f"{meta.get('uid')}/{name}/{waiting}/{container.get('restartCount', 0)}"
-                message = f"Pod: {where} container {name} is waiting: {detail}"
-                self.event("Warning", waiting, message, once)
+
+    # -- upstream's abnormal-pod Warnings (v1.9 `RecordAbnormalPods`, `pkg/core/job.go`) ----------
+
+    def abnormal_pod_warnings(self) -> None:
+        """A Warning for a container waiting with a message (an image it cannot pull, a crash
+        loop, a missing Secret key), for one terminated with a non-zero code (its reason, e.g.
+        `OOMKilled`), and for a pod without container statuses whose latest condition is not
+        True (e.g. `Unschedulable`), with upstream's reasons and wording.
+
+        Upstream sends them on every pass and lets its event recorder fold the repeats; here
+        each is sent once per occurrence. Upstream looks at active pods only; a Failed pod's
+        terminated containers are reported here too, so a worker killed for memory says so.
+        """
+        for pod in self.observed.pods:
+            if is_terminating(pod) or phase(pod) == "Succeeded":
+                continue
+            statuses = container_statuses(pod)
+            for container in statuses:
+                self.terminated_warning(pod, container)
+                self.waiting_warning(pod, container)
+            if not statuses and phase(pod) != "Failed":
+                self.condition_warning(pod)
+
+    def terminated_warning(self, pod: JSON, container: JSON) -> None:
+        done = (container.get("state") or {}).get("terminated") or {}
+        if not done.get("exitCode"):
+            return
+        name, meta = container.get("name"), pod["metadata"]
+        message = (
+            f"Error pod {meta['name']} container {name} exitCode: {done['exitCode']} "
+            f"terminated message: {done.get('message') or ''}"
+        )
+        run = done.get("containerID") or done.get("finishedAt")
+        self.event(
+            "Warning", done.get("reason") or "", message, f"{meta.get('uid')}/{name}/{run}/exit"
+        )
+
+    def waiting_warning(self, pod: JSON, container: JSON) -> None:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if not waiting.get("message"):  # e.g. ContainerCreating: on its way, nothing to report
+            return
+        name, meta, reason = container.get("name"), pod["metadata"], waiting.get("reason") or ""
+        message = f"Error pod {meta['name']} container {name} waiting message: {waiting['message']}"
+        # A crash loop comes back after every restart: one Warning per restart, not per pass.
+        once = f"{meta.get('uid')}/{name}/{reason}/{container.get('restartCount', 0)}"
+        self.event("Warning", reason, message, once)
+
+    def condition_warning(self, pod: JSON) -> None:
+        latest = latest_condition(pod)
+        if latest is None or latest.get("status") == "True":
+            return
+        meta, reason = pod["metadata"], latest.get("reason") or ""
+        message = f"Error pod {meta['name']} condition message: {latest.get('message') or ''}"
+        since = latest.get("lastTransitionTime")
+        once = f"{meta.get('uid')}/{latest.get('type')}/{latest.get('status')}/{reason}/{since}"
+        self.event("Warning", reason, message, once)
 
     def reconcile_services(self, replica_type: str, *, replicas: int) -> None:
         slots = self.slots(self.observed.services, replica_type)

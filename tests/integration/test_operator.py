@@ -32,6 +32,7 @@ from kubernetes import client
 from autoscaler.api import coordinates as c
 from autoscaler.clients.kube import Kube, api_client
 from autoscaler.controller.runner import Operator, OperatorConfig
+from tests.support.controlplane import ControlPlane
 from tests.support.jobs import upstream_job
 from tests.support.polling import wait_for
 
@@ -799,7 +800,18 @@ def test_a_non_retryable_exit_is_reported_as_upstream_does_and_counted_once(
     assert counted(operator, "successful", cluster.ns) == 0
 
 
-def test_a_container_that_cannot_start_gets_one_warning(cluster: Cluster) -> None:
+def warnings(cluster: Cluster, name: str, reason: str) -> list[tuple[str, str]]:
+    listing = cluster.core.list_namespaced_event(
+        cluster.ns, field_selector=f"involvedObject.name={name},reason={reason}"
+    )
+    return [(event.type, event.message) for event in listing.items]
+
+
+def test_a_container_that_cannot_start_gets_one_warning(
+    cluster: Cluster, operator: Operator
+) -> None:
+    """Upstream's abnormal-pod Warning for a container waiting with a message, sent once
+    although the job is resynced every second."""
     cluster.create(elastic_job("no-image", replicas=1))
     cluster.wait_pods("no-image", {"no-image-worker-0"})
     waiting = {
@@ -812,15 +824,34 @@ def test_a_container_that_cannot_start_gets_one_warning(cluster: Cluster) -> Non
     }
     cluster.set_phase("no-image-worker-0", "Pending", containerStatuses=[waiting])
     wait_for(lambda: "ImagePullBackOff" in reasons(cluster, "no-image"), what="a Warning")
-    listing = cluster.core.list_namespaced_event(
-        cluster.ns, field_selector="involvedObject.name=no-image,reason=ImagePullBackOff"
-    )
-    assert [(e.type, e.message) for e in listing.items] == [
+    passes_later(operator, 4)
+    assert warnings(cluster, "no-image", "ImagePullBackOff") == [
         (
             "Warning",
-            f"Pod: {cluster.ns}.no-image-worker-0 container pytorch is waiting: "
-            "Back-off pulling image",
+            "Error pod no-image-worker-0 container pytorch waiting message: Back-off pulling image",
         )
+    ]
+
+
+def test_a_pod_the_scheduler_cannot_place_gets_one_warning(
+    cluster: Cluster, operator: Operator, scheduler: ControlPlane
+) -> None:
+    """Upstream's abnormal-pod Warning for a pod whose latest condition is not True: the real
+    kube-scheduler's PodScheduled=False (Unschedulable), once."""
+    job = elastic_job("nowhere", replicas=1)
+    template = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    template["spec"]["nodeSelector"] = {"elastic-autoscaler.io/test-node": "none"}
+    cluster.create(job)
+    wait_for(lambda: "Unschedulable" in reasons(cluster, "nowhere"), what="the Warning")
+    passes_later(operator, 4)
+    (scheduled,) = [
+        cond
+        for cond in cluster.pods("nowhere")["nowhere-worker-0"]["status"]["conditions"]
+        if cond["type"] == "PodScheduled"
+    ]
+    assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
+    assert warnings(cluster, "nowhere", "Unschedulable") == [
+        ("Warning", f"Error pod nowhere-worker-0 condition message: {scheduled['message']}")
     ]
 
 
