@@ -7,7 +7,7 @@ the plan through `autoscaler.clients`; nothing here does I/O or reads the clock.
 """
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -92,6 +92,9 @@ class Plan:
     # that condition becomes true, "restarted" per restart; "deleted" is the runner's, on
     # `delete_job` done.
     lifecycle: list[str] = field(default_factory=list)
+    # The Failed pods this pass saw (uids), for upstream's `failed_pods_total`: the runner counts
+    # each pod once, where upstream counts it again on every pass until it is gone.
+    failed_pods: list[str] = field(default_factory=list)
 
     @property
     def writes(self) -> int:
@@ -377,6 +380,7 @@ class _Planner:
 
     def reconcile_type(self, replica_type: str, *, replicas: int) -> JSON:
         slots = self.slots(self.observed.pods, replica_type)
+        self.note_failed(pod for pods in slots.values() for pod in pods)
         if self.lost_rendezvous_host(replica_type, slots):
             return self.restart_group(replica_type, slots)
         in_range: list[JSON] = []
@@ -395,6 +399,13 @@ class _Planner:
                 self.container_events(pod)
             self.handle_exit(pods[0], replica_type)
         return {**count_replicas(in_range), **self.selector_of(replica_type)}
+
+    def note_failed(self, pods: Iterable[JSON]) -> None:
+        self.result.failed_pods.extend(
+            pod["metadata"].get("uid") or pod["metadata"]["name"]
+            for pod in pods
+            if phase(pod) == "Failed"
+        )
 
     def lost_rendezvous_host(self, replica_type: str, slots: dict[int, list[JSON]]) -> bool:
         """Worker-0 of an elastic job is gone (failed or deleted) while others remain."""

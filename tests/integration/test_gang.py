@@ -25,7 +25,7 @@ from autoscaler.clients.kube import Kube, api_client
 from autoscaler.controller.runner import Operator, OperatorConfig
 from autoscaler.engine.settle import running_count
 from tests.integration.conftest import CRD_FILE, RBAC_FILE, established
-from tests.integration.test_operator import Cluster, elastic_job, names
+from tests.integration.test_operator import Cluster, elastic_job, names, object_counters
 from tests.support.controlplane import RESTRICTED_USER, ControlPlane, binaries_dir
 from tests.support.gang_scheduler import PROFILE, SchedulerPlugins, scheduler_plugins_binary
 from tests.support.polling import wait_for
@@ -267,7 +267,7 @@ def test_volcano_podgroup_gates_pod_creation_follows_the_minimum_and_goes_with_t
     gang: tuple[ControlPlane, client.ApiClient],
 ) -> None:
     plane, api = gang
-    with operator(plane, "volcano"), namespace(api, "volcano") as cluster:
+    with operator(plane, "volcano") as running, namespace(api, "volcano") as cluster:
         job = cpu_job("vc", replicas=3, low=2, high=4)
         job["spec"]["runPolicy"] = {
             "schedulingPolicy": {"queue": "research", "priorityClass": "high"}
@@ -316,6 +316,16 @@ def test_volcano_podgroup_gates_pod_creation_follows_the_minimum_and_goes_with_t
         )
         # Events are sent off the reconcile path, so this one may reach the server after the delete.
         wait_for(lambda: "JobTerminated" in cluster.events("vc"), what="the JobTerminated Event")
+        # upstream's counters of what the operator wrote (its own, no other operator's)
+        assert object_counters(running) == {
+            "created_pods": 3,
+            "deleted_pods": 0,  # cleanPodPolicy None: the finished job's pods stay
+            "failed_pods": 0,
+            "succeeded_service_creation": 3,
+            "failed_service_creation": 0,
+            "created_pod_groups": 1,
+            "deleted_pod_groups": 1,
+        }
 
 
 # -- scheduler-plugins with its real scheduler -----------------------------------------------

@@ -32,6 +32,7 @@ from kubernetes import client
 from autoscaler.api import coordinates as c
 from autoscaler.clients.kube import Kube, api_client
 from autoscaler.controller.runner import Operator, OperatorConfig
+from autoscaler.observability.metrics import UPSTREAM_OBJECT_COUNTERS
 from tests.support.controlplane import ControlPlane
 from tests.support.jobs import upstream_job
 from tests.support.polling import wait_for
@@ -776,6 +777,14 @@ def counted(operator: Operator, what: str, namespace: str) -> float:
         {"job_namespace": namespace, "framework": "pytorch"},
     )
     return value or 0.0
+
+
+def object_counters(running: Operator) -> dict[str, float]:
+    """Upstream's object counters as the operator's /metrics serves them (`<name>_total`)."""
+    return {
+        name: running.metrics.registry.get_sample_value(f"{name}_total") or 0.0
+        for name in UPSTREAM_OBJECT_COUNTERS
+    }
 
 
 def reasons(cluster: Cluster, name: str) -> list[str]:
