@@ -726,19 +726,73 @@ def processed_before_witness(
     cluster.wait_pods(witness, {f"{witness}-worker-0"})
 
 
-def test_resync_of_steady_jobs_writes_nothing(cluster: Cluster, operator: Operator) -> None:
+def resync_writes_nothing(operator: Operator) -> bool:
+    """Whether two resyncs of every job the operator knows made no write (resync: every second)."""
+    passes = operator.metrics.reconciles.labels(result="ok")._value.get
+    before, start = operator.kube.writes, passes()
+    wait_for(lambda: passes() >= start + 2 * len(operator.jobs.items()), what="two resyncs")
+    return operator.kube.writes == before
+
+
+# An HPA target the API server stores in its canonical form ("1000m" comes back as "1"): the
+# job's own text differs from the stored HPA's, their values do not.
+CANONICALISED_METRIC = {
+    "type": "External",
+    "external": {
+        "metric": {"name": "queue_depth"},
+        "target": {"type": "AverageValue", "averageValue": "1000m"},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "metric", "stored_target"),
+    [
+        ("steady", CPU_METRIC, {"type": "Utilization", "averageUtilization": 80}),
+        ("steady-quantity", CANONICALISED_METRIC, {"type": "AverageValue", "averageValue": "1"}),
+    ],
+)
+def test_resync_of_steady_jobs_writes_nothing(
+    cluster: Cluster, operator: Operator, name: str, metric: JSON, stored_target: JSON
+) -> None:
     """Every job of the session is resynced (every second here); steady ones cost no write."""
-    cluster.start_running(elastic_job("steady", replicas=2, metrics=[CPU_METRIC]))
+    cluster.start_running(elastic_job(name, replicas=2, metrics=[metric]))
+    wait_for(lambda: name in cluster.hpas(), what="the HPA")
+    (stored,) = cluster.hpas()[name]["spec"]["metrics"]
+    assert stored[stored["type"].lower()]["target"] == stored_target
+    wait_for(
+        lambda: resync_writes_nothing(operator),
+        timeout=60,
+        what="a resync of every job without a single write",
+    )
 
-    def passes() -> float:
-        return operator.metrics.reconciles.labels(result="ok")._value.get()
 
-    def settled() -> bool:
-        before, start = operator.kube.writes, passes()
-        wait_for(lambda: passes() >= start + 2 * len(operator.jobs.items()), what="two resyncs")
-        return operator.kube.writes == before
-
-    wait_for(settled, timeout=60, what="a resync of every job without a single write")
+def test_template_metadata_reaches_the_pods_finalizers_included(cluster: Cluster) -> None:
+    """Upstream's pod control copies the template's labels, annotations and finalizers: the
+    CRD's template schema keeps finalizers, and the pod API takes them."""
+    finalizer = "example.com/keep-logs"
+    job = elastic_job("kept", replicas=1)
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"] = {
+        "labels": {"team": "a"},
+        "annotations": {"note": "b"},
+        "finalizers": [finalizer],
+    }
+    stored = cluster.create(job)
+    assert stored["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"][
+        "finalizers"
+    ] == [finalizer]
+    pod = cluster.wait_pods("kept", {"kept-worker-0"})["kept-worker-0"]
+    try:
+        meta = pod["metadata"]
+        assert (meta["finalizers"], meta["labels"]["team"], meta["annotations"]["note"]) == (
+            [finalizer],
+            "a",
+            "b",
+        )
+    finally:  # the test's own finalizer: nothing else would remove it
+        cluster.core.patch_namespaced_pod(
+            "kept-worker-0", cluster.ns, {"metadata": {"finalizers": None}}
+        )
 
 
 def test_pod_the_api_server_rejects_gets_a_warning_event_and_backoff(
