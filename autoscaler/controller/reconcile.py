@@ -577,10 +577,11 @@ class _Planner:
     def replica_failures(self, replica_type: str, *, failed: int, never: bool) -> None:
         what = f"because {failed} {replica_type} replica(s) failed."
         if never:
+            message = f"PyTorchJob {self.job.name} is failed {what}"
+            if not cond.has_condition(self.status["conditions"], cond.FAILED):
+                self.event("Normal", cond.reason("Failed"), message)
             self.status.setdefault("completionTime", format_timestamp(self.now))
-            self.condition(
-                cond.FAILED, "True", "Failed", f"PyTorchJob {self.job.name} is failed {what}"
-            )
+            self.condition(cond.FAILED, "True", "Failed", message)
         else:
             self.condition(
                 cond.RESTARTING,

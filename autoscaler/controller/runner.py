@@ -59,6 +59,8 @@ CREATED_COUNTERS = {
 }
 FAILED_CREATE_COUNTERS = {"Service": "failed_service_creation"}
 DELETED_COUNTERS = {PODGROUP_KIND: "deleted_pod_groups"}
+# How an Event message names a kind ("Created pod: x"); upstream writes "Deleted PodGroup: x".
+EVENT_NOUNS = {PODGROUP_KIND: "PodGroup"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -408,7 +410,7 @@ class Operator:
             return error
         self._count_object(CREATED_COUNTERS, kind)
         self._caches[kind].apply("ADDED", created)
-        self._record(job, "Normal", f"SuccessfulCreate{kind}", f"Created {kind.lower()}: {name}")
+        self._record(job, "Normal", f"SuccessfulCreate{kind}", f"Created {_noun(kind)}: {name}")
         return None
 
     def _delete(self, job: JSON, kind: str, name: str) -> Exception | None:
@@ -423,7 +425,7 @@ class Operator:
             )
             return error
         self._count_object(DELETED_COUNTERS, kind)
-        self._record(job, "Normal", f"SuccessfulDelete{kind}", f"Deleted {kind.lower()}: {name}")
+        self._record(job, "Normal", f"SuccessfulDelete{kind}", f"Deleted {_noun(kind)}: {name}")
         return None
 
     def _count_job(self, job: JSON, what: str) -> None:
@@ -516,6 +518,10 @@ class Operator:
                 self._expectations.pop(key, None)
             return True
         return False
+
+
+def _noun(kind: str) -> str:
+    return EVENT_NOUNS.get(kind, kind.lower())
 
 
 def _gone(obj: JSON | None) -> bool:

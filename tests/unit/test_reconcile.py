@@ -222,6 +222,20 @@ def test_failed_worker_by_restart_policy(
     assert expect_condition in types(result)
 
 
+def test_a_failure_under_restart_policy_never_fails_the_job_with_upstreams_event() -> None:
+    """Upstream's status update records `PyTorchJobFailed` (Normal) as it sets the condition."""
+    observed = Observed(
+        pods=[pod(0), pod(1, "Failed", status=terminated_status(1), uid="p1")],
+        services=[service(0), service(1)],
+    )
+    result = plan(steady(job(restart="Never"), running(2)), observed, now=NOW)
+    message = "PyTorchJob j is failed because 1 Worker replica(s) failed."
+    failed = [(e.type, e.message) for e in result.events if e.reason == "PyTorchJobFailed"]
+    assert failed == [("Normal", message)]
+    again = plan({**job(restart="Never"), "status": result.status}, observed, now=NOW)
+    assert not [e for e in again.events if e.reason == "PyTorchJobFailed"]  # finished: no repeat
+
+
 def test_elastic_job_succeeds_when_any_worker_succeeds() -> None:
     observed = Observed(pods=[pod(0), pod(1, "Succeeded")], services=[service(0), service(1)])
     result = plan(steady(job(elastic={}), running(2)), observed, now=NOW)

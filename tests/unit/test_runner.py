@@ -285,3 +285,16 @@ def test_a_pod_deletion_the_watch_shows_is_counted_for_known_jobs(
     operator.pods.apply("ADDED", copy.deepcopy(pod))
     operator.pods.apply("DELETED", pod)
     assert counters(operator).get("deleted_pods", 0) == counted
+
+
+def test_podgroup_events_use_upstreams_wording() -> None:
+    kube = ScriptedKube()
+    operator = gang_operator(kube)
+    writes = Plan(create=[owned("PodGroup", "echo")], delete=[("PodGroup", "echo")])
+    operator.apply(owned("PyTorchJob", "echo"), writes, observed=Observed())
+    operator.events.close()
+    events = [(e["reason"], e["message"]) for e in kube.created if e["kind"] == "Event"]
+    assert events == [
+        ("SuccessfulCreatePodGroup", "Created PodGroup: echo"),  # not upstream's: it sends none
+        ("SuccessfulDeletePodGroup", "Deleted PodGroup: echo"),  # upstream's job.go wording
+    ]
