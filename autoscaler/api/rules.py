@@ -116,10 +116,16 @@ def _nproc_twin(spec: JSON, _: Any) -> str | None:
 
 
 # torchrun's `--nproc-per-node` (torch 2.15, `torch/distributed/run.py`,
-# `determine_local_world_size`): an integer, or `cpu`, `gpu`, `xpu`, `auto`, or the name of a
-# registered accelerator backend (PyTorch's "privateuse1" backends, e.g. `npu`, `hpu`). A name is
-# only checked against the node's devices when torchrun starts; the form is checked here.
-NPROC_PER_NODE = "^([1-9][0-9]*|[a-z][a-z0-9_]*)$"
+# `determine_local_world_size`): what Python's int() reads, or `cpu`, `gpu`, `xpu`, `auto`, or the
+# name of a registered accelerator backend (PyTorch's "privateuse1" backends, e.g. `npu`, `hpu`).
+# A name is only checked against the node's devices when torchrun starts; the form is checked
+# here. Counts: exactly the ASCII strings int() reads as a positive number (surrounding ASCII
+# whitespace, a `+`, leading zeros, single `_` between digits: " 4", "+4", "04", "1_0"). int()
+# also reads other Unicode digits and spaces, whose set follows the Unicode version of the
+# image's Python: those are left out on purpose (docs/pytorchjob.md). One pattern, read alike by
+# Go's RE2 (the API server's CEL) and Python's re (`validate`); a raw string in both.
+_INT_SPACE = r"[\t\n\v\f\r ]*"
+NPROC_PER_NODE = rf"^({_INT_SPACE}[+]?(0_?)*[1-9](_?[0-9])*{_INT_SPACE}|[a-z][a-z0-9_]*)$"
 NPROC_FORMS = "a positive integer, auto, cpu, gpu, xpu or an accelerator backend name"
 
 
@@ -283,7 +289,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         at=("spec",),
-        rule=f"!has(self.nprocPerNode) || self.nprocPerNode.matches('{NPROC_PER_NODE}')",
+        rule=f"!has(self.nprocPerNode) || self.nprocPerNode.matches(r'{NPROC_PER_NODE}')",
         message_expression=(
             f"'nprocPerNode \"%s\" is not a form torchrun accepts: {NPROC_FORMS}'"
             ".format([self.nprocPerNode])"

@@ -84,9 +84,12 @@ def total_replicas(job: PyTorchJob) -> int:
 
 
 def procs_per_node(job: PyTorchJob) -> int:
-    """`nprocPerNode` as a number; `auto`, `cpu`, `gpu` and unset count as 1 (upstream)."""
-    value = job.spec.nproc_per_node or ""
-    return int(value) if value.isdigit() else 1
+    """`nprocPerNode` as a number, read as torchrun reads it (int(): `+4`, ` 4`, `1_0` too);
+    `auto`, `cpu`, `gpu`, another name and unset count as 1 (upstream)."""
+    try:
+        return int(job.spec.nproc_per_node or "")
+    except ValueError:
+        return 1
 
 
 def pytorch_port(spec: ReplicaSpec) -> int:

@@ -1,7 +1,10 @@
 """Reading the facts the operator needs from observed pods and services (plain JSON)."""
 
+from datetime import UTC, datetime
+
 from autoscaler.api import coordinates as c
 from autoscaler.api.models import JSON
+from autoscaler.api.timestamps import parse_timestamp
 
 
 def phase(pod: JSON) -> str:
@@ -37,6 +40,18 @@ def container_statuses(pod: JSON) -> list[JSON]:
     """The statuses of the pod's init containers, then of its containers."""
     status = pod.get("status") or {}
     return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+
+
+def latest_condition(pod: JSON) -> JSON | None:
+    """The pod condition that changed last (the first of those that changed together)."""
+    conditions: list[JSON] = (pod.get("status") or {}).get("conditions") or []
+    if not conditions:
+        return None
+    return max(conditions, key=lambda cond: _transition(cond.get("lastTransitionTime")))
+
+
+def _transition(stamp: str | None) -> datetime:
+    return parse_timestamp(stamp) if stamp else datetime.min.replace(tzinfo=UTC)
 
 
 def restart_count(pod: JSON) -> int:

@@ -7,7 +7,7 @@ the plan through `autoscaler.clients`; nothing here does I/O or reads the clock.
 """
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -39,6 +39,7 @@ from autoscaler.controller.pods import (
     container_statuses,
     exit_code,
     is_terminating,
+    latest_condition,
     phase,
     replica_index,
     replica_type_of,
@@ -48,20 +49,6 @@ from autoscaler.controller.status import by_value, count_replicas, is_subset
 
 TEMPLATE_RESTART_MESSAGE = (
     "Restart policy in pod template will be overwritten by restart policy in replica spec"
-)
-# Waiting reasons of a container that will not start without a change to the pod or its image
-# (kubelet's `ErrImagePull`/`ImagePullBackOff`/`InvalidImageName`, `CreateContainerConfigError`
-# for a missing ConfigMap or Secret key, `CrashLoopBackOff` between restarts).
-ABNORMAL_WAITING = frozenset(
-    {
-        "ErrImagePull",
-        "ImagePullBackOff",
-        "InvalidImageName",
-        "CreateContainerConfigError",
-        "CreateContainerError",
-        "CrashLoopBackOff",
-        "RunContainerError",
-    }
 )
 RETRYABLE_EXIT = 128  # ExitCode policy: codes >= 128 (signals) and "no exit code" are retried
 
@@ -105,6 +92,9 @@ class Plan:
     # that condition becomes true, "restarted" per restart; "deleted" is the runner's, on
     # `delete_job` done.
     lifecycle: list[str] = field(default_factory=list)
+    # The Failed pods this pass saw (uids), for upstream's `failed_pods_total`: the runner counts
+    # each pod once, where upstream counts it again on every pass until it is gone.
+    failed_pods: list[str] = field(default_factory=list)
 
     @property
     def writes(self) -> int:
@@ -172,6 +162,7 @@ class _Planner:
             self.suspend()
         else:
             self.resume_if_suspended()
+            self.abnormal_pod_warnings()
             failure = self.past_limits()
             if failure:
                 self.fail_job(failure)
@@ -389,6 +380,7 @@ class _Planner:
 
     def reconcile_type(self, replica_type: str, *, replicas: int) -> JSON:
         slots = self.slots(self.observed.pods, replica_type)
+        self.note_failed(pod for pods in slots.values() for pod in pods)
         if self.lost_rendezvous_host(replica_type, slots):
             return self.restart_group(replica_type, slots)
         in_range: list[JSON] = []
@@ -407,6 +399,13 @@ class _Planner:
                 self.container_events(pod)
             self.handle_exit(pods[0], replica_type)
         return {**count_replicas(in_range), **self.selector_of(replica_type)}
+
+    def note_failed(self, pods: Iterable[JSON]) -> None:
+        self.result.failed_pods.extend(
+            pod["metadata"].get("uid") or pod["metadata"]["name"]
+            for pod in pods
+            if phase(pod) == "Failed"
+        )
 
     def lost_rendezvous_host(self, replica_type: str, slots: dict[int, list[JSON]]) -> bool:
         """Worker-0 of an elastic job is gone (failed or deleted) while others remain."""
@@ -454,23 +453,72 @@ class _Planner:
             self.condition(cond.FAILED, "True", "Failed", message)
 
     def container_events(self, pod: JSON) -> None:
-        """Upstream's `ExitedWithCode` for a terminated `pytorch` container, and a Warning for a
-        container stuck in a state it cannot leave by itself, each once per occurrence."""
+        """Upstream's `ExitedWithCode` for a terminated `pytorch` container, once per run."""
         meta = pod["metadata"]
         where = f"{meta.get('namespace')}.{meta['name']}"
         for container in container_statuses(pod):
-            state = container.get("state") or {}
+            done = (container.get("state") or {}).get("terminated")
             name = container.get("name")
-            if (done := state.get("terminated")) and name == c.DEFAULT_CONTAINER_NAME:
+            if done and name == c.DEFAULT_CONTAINER_NAME:
                 run = done.get("containerID") or done.get("finishedAt")
                 message = f"Pod: {where} exited with code {done.get('exitCode')}"
                 self.event("Normal", "ExitedWithCode", message, f"{meta.get('uid')}/{name}/{run}")
-            waiting = (state.get("waiting") or {}).get("reason")
-            if waiting in ABNORMAL_WAITING:
-                detail = (state.get("waiting") or {}).get("message") or waiting
-                once = f"{meta.get('uid')}/{name}/{waiting}/{container.get('restartCount', 0)}"
-                message = f"Pod: {where} container {name} is waiting: {detail}"
-                self.event("Warning", waiting, message, once)
+
+    # -- upstream's abnormal-pod Warnings (v1.9 `RecordAbnormalPods`, `pkg/core/job.go`) ----------
+
+    def abnormal_pod_warnings(self) -> None:
+        """A Warning for a container waiting with a message (an image it cannot pull, a crash
+        loop, a missing Secret key), for one terminated with a non-zero code (its reason, e.g.
+        `OOMKilled`), and for a pod without container statuses whose latest condition is not
+        True (e.g. `Unschedulable`), with upstream's reasons and wording.
+
+        Upstream sends them on every pass and lets its event recorder fold the repeats; here
+        each is sent once per occurrence. Upstream looks at active pods only; a Failed pod's
+        terminated containers are reported here too, so a worker killed for memory says so.
+        """
+        for pod in self.observed.pods:
+            if is_terminating(pod) or phase(pod) == "Succeeded":
+                continue
+            statuses = container_statuses(pod)
+            for container in statuses:
+                self.terminated_warning(pod, container)
+                self.waiting_warning(pod, container)
+            if not statuses and phase(pod) != "Failed":
+                self.condition_warning(pod)
+
+    def terminated_warning(self, pod: JSON, container: JSON) -> None:
+        done = (container.get("state") or {}).get("terminated") or {}
+        if not done.get("exitCode"):
+            return
+        name, meta = container.get("name"), pod["metadata"]
+        message = (
+            f"Error pod {meta['name']} container {name} exitCode: {done['exitCode']} "
+            f"terminated message: {done.get('message') or ''}"
+        )
+        run = done.get("containerID") or done.get("finishedAt")
+        self.event(
+            "Warning", done.get("reason") or "", message, f"{meta.get('uid')}/{name}/{run}/exit"
+        )
+
+    def waiting_warning(self, pod: JSON, container: JSON) -> None:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if not waiting.get("message"):  # e.g. ContainerCreating: on its way, nothing to report
+            return
+        name, meta, reason = container.get("name"), pod["metadata"], waiting.get("reason") or ""
+        message = f"Error pod {meta['name']} container {name} waiting message: {waiting['message']}"
+        # A crash loop comes back after every restart: one Warning per restart, not per pass.
+        once = f"{meta.get('uid')}/{name}/{reason}/{container.get('restartCount', 0)}"
+        self.event("Warning", reason, message, once)
+
+    def condition_warning(self, pod: JSON) -> None:
+        latest = latest_condition(pod)
+        if latest is None or latest.get("status") == "True":
+            return
+        meta, reason = pod["metadata"], latest.get("reason") or ""
+        message = f"Error pod {meta['name']} condition message: {latest.get('message') or ''}"
+        since = latest.get("lastTransitionTime")
+        once = f"{meta.get('uid')}/{latest.get('type')}/{latest.get('status')}/{reason}/{since}"
+        self.event("Warning", reason, message, once)
 
     def reconcile_services(self, replica_type: str, *, replicas: int) -> None:
         slots = self.slots(self.observed.services, replica_type)
@@ -529,10 +577,11 @@ class _Planner:
     def replica_failures(self, replica_type: str, *, failed: int, never: bool) -> None:
         what = f"because {failed} {replica_type} replica(s) failed."
         if never:
+            message = f"PyTorchJob {self.job.name} is failed {what}"
+            if not cond.has_condition(self.status["conditions"], cond.FAILED):
+                self.event("Normal", cond.reason("Failed"), message)
             self.status.setdefault("completionTime", format_timestamp(self.now))
-            self.condition(
-                cond.FAILED, "True", "Failed", f"PyTorchJob {self.job.name} is failed {what}"
-            )
+            self.condition(cond.FAILED, "True", "Failed", message)
         else:
             self.condition(
                 cond.RESTARTING,

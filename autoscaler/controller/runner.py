@@ -50,6 +50,17 @@ EXPECTATION_TIMEOUT = 30.0  # after this, stop waiting for the watch to show our
 
 
 FRAMEWORK = "pytorch"  # the `framework` label of upstream's job counters
+# Upstream's object counters, by the kind written: where upstream counts them (a service whose
+# create failed counts too; a create that found the object already there counts neither way).
+CREATED_COUNTERS = {
+    "Pod": "created_pods",
+    "Service": "succeeded_service_creation",
+    PODGROUP_KIND: "created_pod_groups",
+}
+FAILED_CREATE_COUNTERS = {"Service": "failed_service_creation"}
+DELETED_COUNTERS = {PODGROUP_KIND: "deleted_pod_groups"}
+# How an Event message names a kind ("Created pod: x"); upstream writes "Deleted PodGroup: x".
+EVENT_NOUNS = {PODGROUP_KIND: "PodGroup"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,18 +119,19 @@ class Operator:
             kube, JOBS, namespace=scope, on_event=self._on_job, watch_timeout=timeout
         )
 
-        def owned(resource: Resource) -> Informer:
+        def owned(resource: Resource, on_event: Callable[[str, JSON], None]) -> Informer:
             return Informer(
                 kube,
                 resource,
                 namespace=scope,
-                on_event=self._on_owned,
+                on_event=on_event,
                 selector=OWNED_SELECTOR,
                 index=job_key_of,
                 watch_timeout=timeout,
             )
 
-        self.pods, self.services = owned(PODS), owned(SERVICES)
+        self.pods = owned(PODS, self._on_pod)
+        self.services = owned(SERVICES, self._on_owned)
         self.hpas = Informer(
             kube, HPAS, namespace=scope, on_event=self._on_owned_hpa, watch_timeout=timeout
         )
@@ -262,6 +274,15 @@ class Operator:
     def _on_owned(self, kind: str, obj: JSON) -> None:
         self.queue.add(job_key_of(obj))
 
+    def _on_pod(self, kind: str, pod: JSON) -> None:
+        """Upstream counts `deleted_pods_total` in its pod informer's delete handler: any
+        deletion of a pod whose job it knows, the operator's own or another's."""
+        if kind == "DELETED":
+            job = self.jobs.get(job_key_of(pod))
+            if job is not None and _controlled_by(pod, job["metadata"].get("uid")):
+                self.metrics.objects["deleted_pods"].inc()
+        self._on_owned(kind, pod)
+
     def _on_podgroup(self, kind: str, podgroup: JSON) -> None:
         key = owning_job_key(podgroup)
         if key is not None:
@@ -359,6 +380,9 @@ class Operator:
             self._write_status(job, result.status, observed=observed)
         for counted in result.lifecycle:
             self._count_job(job, counted)
+        for uid in result.failed_pods:
+            if self._first_time(f"failed-pod/{uid}"):
+                self.metrics.objects["failed_pods"].inc()
         if result.delete_job:
             with suppress(NotFoundError):
                 self.kube.delete(JOBS, job["metadata"]["namespace"], job["metadata"]["name"])
@@ -377,13 +401,16 @@ class Operator:
             # about to be deleted, so nothing to retry or report. Retrying with a Warning each
             # time flooded the Event queue of every other job while a namespace took its time.
             self._never_coming(job, (kind, name))
+            self._count_object(FAILED_CREATE_COUNTERS, kind)
             return None
         except Exception as error:  # e.g. a template the pod API rejects: tell the user
             self._never_coming(job, (kind, name))
+            self._count_object(FAILED_CREATE_COUNTERS, kind)
             self._record(job, "Warning", f"FailedCreate{kind}", f"Error creating: {_reason(error)}")
             return error
+        self._count_object(CREATED_COUNTERS, kind)
         self._caches[kind].apply("ADDED", created)
-        self._record(job, "Normal", f"SuccessfulCreate{kind}", f"Created {kind.lower()}: {name}")
+        self._record(job, "Normal", f"SuccessfulCreate{kind}", f"Created {_noun(kind)}: {name}")
         return None
 
     def _delete(self, job: JSON, kind: str, name: str) -> Exception | None:
@@ -397,12 +424,17 @@ class Operator:
                 job, "Warning", f"FailedDelete{kind}", f"Error deleting {name}: {_reason(error)}"
             )
             return error
-        self._record(job, "Normal", f"SuccessfulDelete{kind}", f"Deleted {kind.lower()}: {name}")
+        self._count_object(DELETED_COUNTERS, kind)
+        self._record(job, "Normal", f"SuccessfulDelete{kind}", f"Deleted {_noun(kind)}: {name}")
         return None
 
     def _count_job(self, job: JSON, what: str) -> None:
         namespace = job["metadata"]["namespace"]
         self.metrics.jobs[what].labels(job_namespace=namespace, framework=FRAMEWORK).inc()
+
+    def _count_object(self, counters: dict[str, str], kind: str) -> None:
+        if kind in counters:
+            self.metrics.objects[counters[kind]].inc()
 
     def _first_time(self, once: str | None) -> bool:
         """False for an Event already sent under the same key (kept for the latest keys)."""
@@ -486,6 +518,10 @@ class Operator:
                 self._expectations.pop(key, None)
             return True
         return False
+
+
+def _noun(kind: str) -> str:
+    return EVENT_NOUNS.get(kind, kind.lower())
 
 
 def _gone(obj: JSON | None) -> bool:

@@ -622,6 +622,18 @@ def operator_health(m: OperatorMetrics | None = None) -> JSON:
             unit="none",
             width=WIDTH,
         ),
+        timeseries_panel(
+            "Pods, services and PodGroups written",
+            "Upstream's object counters (created_pods_total and the rest), per minute: pods "
+            "created, deleted (by anyone) and seen failed; service creates taken and refused; "
+            "PodGroups created and deleted.",
+            [
+                target(f"sum({q.rate(q.select(q.series(counter), on))}) * 60", name)
+                for name, counter in m.objects.items()
+            ],
+            unit="none",
+            width=WIDTH,
+        ),
     ]
     return dashboard(
         uid="autoscaler-operator-health",

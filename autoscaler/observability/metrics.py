@@ -19,6 +19,9 @@ class OperatorMetrics:
     # labels, so dashboards and alerts written for it keep working: created, deleted,
     # successful, failed, restarted.
     jobs: dict[str, Counter]
+    # Upstream's unlabelled counters of the objects it writes (v1.9 `pkg/controller.v1/common`:
+    # `pod.go`, `service.go`, `job_controller.go`), same names: created_pods_total and the rest.
+    objects: dict[str, Counter]
 
 
 UPSTREAM_JOB_COUNTERS = {
@@ -27,6 +30,16 @@ UPSTREAM_JOB_COUNTERS = {
     "successful": "Counts number of jobs successful",
     "failed": "Counts number of jobs failed",
     "restarted": "Counts number of jobs restarted",
+}
+
+UPSTREAM_OBJECT_COUNTERS = {
+    "created_pods": "The total number of created pods",
+    "deleted_pods": "The total number of deleted pods",
+    "failed_pods": "The total number of failed pods",
+    "succeeded_service_creation": "The total number of succeeded service creation",
+    "failed_service_creation": "The total number of failed service creation",
+    "created_pod_groups": "The total number of created pod groups",
+    "deleted_pod_groups": "The total number of deleted pod groups",
 }
 
 
@@ -67,5 +80,9 @@ def operator_metrics() -> OperatorMetrics:
                 registry=registry,
             )
             for what, help_text in UPSTREAM_JOB_COUNTERS.items()
+        },
+        objects={
+            name: Counter(name, help_text, registry=registry)
+            for name, help_text in UPSTREAM_OBJECT_COUNTERS.items()
         },
     )

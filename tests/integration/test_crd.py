@@ -13,6 +13,7 @@ from tests.integration.conftest import established
 from tests.support.jobs import (
     INVALID,
     INVALID_UPDATES,
+    NOT_TORCHRUN_NPROC_FORMS,
     TORCHRUN_NPROC_FORMS,
     UPSTREAM,
     UPSTREAM_JOBS,
@@ -108,6 +109,15 @@ def test_every_nproc_form_torchrun_accepts_is_accepted(
 ) -> None:
     stored = create(jobs, namespace, echo_with_nproc(value))
     assert stored["spec"]["nprocPerNode"] == value
+
+
+@pytest.mark.parametrize("value", NOT_TORCHRUN_NPROC_FORMS)
+def test_a_near_miss_of_the_nproc_forms_is_rejected(
+    jobs: client.CustomObjectsApi, namespace: str, value: str
+) -> None:
+    with pytest.raises(client.ApiException) as rejected:
+        create(jobs, namespace, echo_with_nproc(value))
+    assert [field for field, _ in causes(rejected.value)] == ["spec.nprocPerNode"]
 
 
 @pytest.mark.parametrize("case", VALID, ids=lambda case: case.id)

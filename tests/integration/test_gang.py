@@ -22,10 +22,17 @@ from kubernetes import client, config
 from autoscaler.api import coordinates as c
 from autoscaler.clients.jobs import managed_job
 from autoscaler.clients.kube import Kube, api_client
+from autoscaler.controller.builders import UPSTREAM_DEFAULTS, PodSettings
 from autoscaler.controller.runner import Operator, OperatorConfig
 from autoscaler.engine.settle import running_count
 from tests.integration.conftest import CRD_FILE, RBAC_FILE, established
-from tests.integration.test_operator import Cluster, elastic_job, names
+from tests.integration.test_operator import (
+    Cluster,
+    elastic_job,
+    names,
+    object_counters,
+    resync_writes_nothing,
+)
 from tests.support.controlplane import RESTRICTED_USER, ControlPlane, binaries_dir
 from tests.support.gang_scheduler import PROFILE, SchedulerPlugins, scheduler_plugins_binary
 from tests.support.polling import wait_for
@@ -118,10 +125,18 @@ def gang(
 
 
 @contextmanager
-def operator(plane: ControlPlane, gang_scheduler_name: str = "") -> Iterator[Operator]:
+def operator(
+    plane: ControlPlane, gang_scheduler_name: str = "", *, pods: PodSettings = UPSTREAM_DEFAULTS
+) -> Iterator[Operator]:
+    """An operator of its own (its metrics too), as the restricted user; `pods`: the settings
+    its pod flags make."""
     kube = Kube(api_client(kubeconfig=str(plane.kubeconfig_for(RESTRICTED_USER))))
     settings = OperatorConfig(
-        workers=2, resync_seconds=1.0, watch_timeout=30, gang_scheduler_name=gang_scheduler_name
+        workers=2,
+        resync_seconds=1.0,
+        watch_timeout=30,
+        gang_scheduler_name=gang_scheduler_name,
+        pods=pods,
     )
     running = Operator(kube, config=settings)
     stop = threading.Event()
@@ -267,7 +282,7 @@ def test_volcano_podgroup_gates_pod_creation_follows_the_minimum_and_goes_with_t
     gang: tuple[ControlPlane, client.ApiClient],
 ) -> None:
     plane, api = gang
-    with operator(plane, "volcano"), namespace(api, "volcano") as cluster:
+    with operator(plane, "volcano") as running, namespace(api, "volcano") as cluster:
         job = cpu_job("vc", replicas=3, low=2, high=4)
         job["spec"]["runPolicy"] = {
             "schedulingPolicy": {"queue": "research", "priorityClass": "high"}
@@ -316,6 +331,16 @@ def test_volcano_podgroup_gates_pod_creation_follows_the_minimum_and_goes_with_t
         )
         # Events are sent off the reconcile path, so this one may reach the server after the delete.
         wait_for(lambda: "JobTerminated" in cluster.events("vc"), what="the JobTerminated Event")
+        # upstream's counters of what the operator wrote (its own, no other operator's)
+        assert object_counters(running) == {
+            "created_pods": 3,
+            "deleted_pods": 0,  # cleanPodPolicy None: the finished job's pods stay
+            "failed_pods": 0,
+            "succeeded_service_creation": 3,
+            "failed_service_creation": 0,
+            "created_pod_groups": 1,
+            "deleted_pod_groups": 1,
+        }
 
 
 # -- scheduler-plugins with its real scheduler -----------------------------------------------
@@ -326,7 +351,11 @@ def test_scheduler_plugins_starts_the_minimum_all_or_nothing_and_never_blocks_a_
 ) -> None:
     plane, api = gang
     core = client.CoreV1Api(api)
-    with operator(plane, PROFILE), namespace(api, "coscheduling") as cluster, node(api, cpu="4"):
+    with (
+        operator(plane, PROFILE) as running,
+        namespace(api, "coscheduling") as cluster,
+        node(api, cpu="4"),
+    ):
         blocker = {
             "metadata": {"name": "blocker"},
             "spec": {
@@ -374,6 +403,12 @@ def test_scheduler_plugins_starts_the_minimum_all_or_nothing_and_never_blocks_a_
         wait_for(
             lambda: gang_condition(cluster, "sp") == ("True", "GangScheduled"),
             what="the gang reported placed",
+        )
+        # A placed gang is steady: its PodGroup and the job's status are not rewritten on resync.
+        wait_for(
+            lambda: resync_writes_nothing(running),
+            timeout=60,
+            what="resyncs of the gang-scheduled job without a write",
         )
 
         def engine_view() -> tuple[bool, int | None]:

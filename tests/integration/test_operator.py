@@ -32,6 +32,8 @@ from kubernetes import client
 from autoscaler.api import coordinates as c
 from autoscaler.clients.kube import Kube, api_client
 from autoscaler.controller.runner import Operator, OperatorConfig
+from autoscaler.observability.metrics import UPSTREAM_OBJECT_COUNTERS
+from tests.support.controlplane import ControlPlane
 from tests.support.jobs import upstream_job
 from tests.support.polling import wait_for
 
@@ -724,19 +726,73 @@ def processed_before_witness(
     cluster.wait_pods(witness, {f"{witness}-worker-0"})
 
 
-def test_resync_of_steady_jobs_writes_nothing(cluster: Cluster, operator: Operator) -> None:
+def resync_writes_nothing(operator: Operator) -> bool:
+    """Whether two resyncs of every job the operator knows made no write (resync: every second)."""
+    passes = operator.metrics.reconciles.labels(result="ok")._value.get
+    before, start = operator.kube.writes, passes()
+    wait_for(lambda: passes() >= start + 2 * len(operator.jobs.items()), what="two resyncs")
+    return operator.kube.writes == before
+
+
+# An HPA target the API server stores in its canonical form ("1000m" comes back as "1"): the
+# job's own text differs from the stored HPA's, their values do not.
+CANONICALISED_METRIC = {
+    "type": "External",
+    "external": {
+        "metric": {"name": "queue_depth"},
+        "target": {"type": "AverageValue", "averageValue": "1000m"},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "metric", "stored_target"),
+    [
+        ("steady", CPU_METRIC, {"type": "Utilization", "averageUtilization": 80}),
+        ("steady-quantity", CANONICALISED_METRIC, {"type": "AverageValue", "averageValue": "1"}),
+    ],
+)
+def test_resync_of_steady_jobs_writes_nothing(
+    cluster: Cluster, operator: Operator, name: str, metric: JSON, stored_target: JSON
+) -> None:
     """Every job of the session is resynced (every second here); steady ones cost no write."""
-    cluster.start_running(elastic_job("steady", replicas=2, metrics=[CPU_METRIC]))
+    cluster.start_running(elastic_job(name, replicas=2, metrics=[metric]))
+    wait_for(lambda: name in cluster.hpas(), what="the HPA")
+    (stored,) = cluster.hpas()[name]["spec"]["metrics"]
+    assert stored[stored["type"].lower()]["target"] == stored_target
+    wait_for(
+        lambda: resync_writes_nothing(operator),
+        timeout=60,
+        what="a resync of every job without a single write",
+    )
 
-    def passes() -> float:
-        return operator.metrics.reconciles.labels(result="ok")._value.get()
 
-    def settled() -> bool:
-        before, start = operator.kube.writes, passes()
-        wait_for(lambda: passes() >= start + 2 * len(operator.jobs.items()), what="two resyncs")
-        return operator.kube.writes == before
-
-    wait_for(settled, timeout=60, what="a resync of every job without a single write")
+def test_template_metadata_reaches_the_pods_finalizers_included(cluster: Cluster) -> None:
+    """Upstream's pod control copies the template's labels, annotations and finalizers: the
+    CRD's template schema keeps finalizers, and the pod API takes them."""
+    finalizer = "example.com/keep-logs"
+    job = elastic_job("kept", replicas=1)
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"] = {
+        "labels": {"team": "a"},
+        "annotations": {"note": "b"},
+        "finalizers": [finalizer],
+    }
+    stored = cluster.create(job)
+    assert stored["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"][
+        "finalizers"
+    ] == [finalizer]
+    pod = cluster.wait_pods("kept", {"kept-worker-0"})["kept-worker-0"]
+    try:
+        meta = pod["metadata"]
+        assert (meta["finalizers"], meta["labels"]["team"], meta["annotations"]["note"]) == (
+            [finalizer],
+            "a",
+            "b",
+        )
+    finally:  # the test's own finalizer: nothing else would remove it
+        cluster.core.patch_namespaced_pod(
+            "kept-worker-0", cluster.ns, {"metadata": {"finalizers": None}}
+        )
 
 
 def test_pod_the_api_server_rejects_gets_a_warning_event_and_backoff(
@@ -777,6 +833,14 @@ def counted(operator: Operator, what: str, namespace: str) -> float:
     return value or 0.0
 
 
+def object_counters(running: Operator) -> dict[str, float]:
+    """Upstream's object counters as the operator's /metrics serves them (`<name>_total`)."""
+    return {
+        name: running.metrics.registry.get_sample_value(f"{name}_total") or 0.0
+        for name in UPSTREAM_OBJECT_COUNTERS
+    }
+
+
 def reasons(cluster: Cluster, name: str) -> list[str]:
     return cluster.events(name)
 
@@ -799,7 +863,18 @@ def test_a_non_retryable_exit_is_reported_as_upstream_does_and_counted_once(
     assert counted(operator, "successful", cluster.ns) == 0
 
 
-def test_a_container_that_cannot_start_gets_one_warning(cluster: Cluster) -> None:
+def warnings(cluster: Cluster, name: str, reason: str) -> list[tuple[str, str]]:
+    listing = cluster.core.list_namespaced_event(
+        cluster.ns, field_selector=f"involvedObject.name={name},reason={reason}"
+    )
+    return [(event.type, event.message) for event in listing.items]
+
+
+def test_a_container_that_cannot_start_gets_one_warning(
+    cluster: Cluster, operator: Operator
+) -> None:
+    """Upstream's abnormal-pod Warning for a container waiting with a message, sent once
+    although the job is resynced every second."""
     cluster.create(elastic_job("no-image", replicas=1))
     cluster.wait_pods("no-image", {"no-image-worker-0"})
     waiting = {
@@ -812,15 +887,34 @@ def test_a_container_that_cannot_start_gets_one_warning(cluster: Cluster) -> Non
     }
     cluster.set_phase("no-image-worker-0", "Pending", containerStatuses=[waiting])
     wait_for(lambda: "ImagePullBackOff" in reasons(cluster, "no-image"), what="a Warning")
-    listing = cluster.core.list_namespaced_event(
-        cluster.ns, field_selector="involvedObject.name=no-image,reason=ImagePullBackOff"
-    )
-    assert [(e.type, e.message) for e in listing.items] == [
+    passes_later(operator, 4)
+    assert warnings(cluster, "no-image", "ImagePullBackOff") == [
         (
             "Warning",
-            f"Pod: {cluster.ns}.no-image-worker-0 container pytorch is waiting: "
-            "Back-off pulling image",
+            "Error pod no-image-worker-0 container pytorch waiting message: Back-off pulling image",
         )
+    ]
+
+
+def test_a_pod_the_scheduler_cannot_place_gets_one_warning(
+    cluster: Cluster, operator: Operator, scheduler: ControlPlane
+) -> None:
+    """Upstream's abnormal-pod Warning for a pod whose latest condition is not True: the real
+    kube-scheduler's PodScheduled=False (Unschedulable), once."""
+    job = elastic_job("nowhere", replicas=1)
+    template = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    template["spec"]["nodeSelector"] = {"elastic-autoscaler.io/test-node": "none"}
+    cluster.create(job)
+    wait_for(lambda: "Unschedulable" in reasons(cluster, "nowhere"), what="the Warning")
+    passes_later(operator, 4)
+    (scheduled,) = [
+        cond
+        for cond in cluster.pods("nowhere")["nowhere-worker-0"]["status"]["conditions"]
+        if cond["type"] == "PodScheduled"
+    ]
+    assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
+    assert warnings(cluster, "nowhere", "Unschedulable") == [
+        ("Warning", f"Error pod nowhere-worker-0 condition message: {scheduled['message']}")
     ]
 
 

@@ -431,8 +431,38 @@ INVALID_UPDATES = [
 
 
 # Forms torchrun's `--nproc-per-node` accepts (torch 2.15 `determine_local_world_size`): accepted
-# at apply as upstream accepts them; `npu` stands for any registered accelerator backend name.
-TORCHRUN_NPROC_FORMS = ("auto", "cpu", "gpu", "xpu", "npu", "8")
+# at apply as upstream accepts them; `npu` stands for any registered accelerator backend name,
+# and the counts are spelled as Python's int() reads them.
+TORCHRUN_NPROC_FORMS = (
+    "auto",
+    "cpu",
+    "gpu",
+    "xpu",
+    "npu",
+    "8",
+    "04",
+    "+4",
+    " 4",
+    "\t8\n",
+    "1_0",
+    "0_1",
+)
+# Near misses, each rejected: no positive count by int(), or (the last two) a count int() reads
+# only in non-ASCII digits or spaces, which the CRD leaves out on purpose.
+NOT_TORCHRUN_NPROC_FORMS = (
+    "0",
+    "00",
+    "+0",
+    "-4",
+    "+-4",
+    "_4",
+    "4_",
+    "1__0",
+    "4 gpus",
+    "Auto",
+    "\u0664",  # ARABIC-INDIC DIGIT FOUR
+    "\u00a04",  # a no-break space before the 4
+)
 
 
 def echo_with_nproc(value: str) -> JSON:

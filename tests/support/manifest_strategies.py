@@ -99,8 +99,9 @@ BOUNDS: dict[tuple[str, ...], tuple[list[Any], list[Any]]] = {
         ],
     ),
     ("spec", "nprocPerNode"): (
-        ["auto", "cpu", "gpu", "xpu", "npu", "8", "1"],
-        ["0", "01", "-1", "4 gpus", "", "Auto", "a" * 64],
+        # counts as Python's int() reads them (what torchrun does with the value), and names
+        ["auto", "cpu", "gpu", "xpu", "npu", "8", "1", "01", "+4", " 4\t", "1_0"],
+        ["0", "00", "-1", "_4", "1__0", "4 gpus", "", "Auto", "a" * 64, "\u0664"],
     ),
     (*RUN, "cleanPodPolicy"): (["None", "Running", "All"], ["Some"]),
     (*RUN, "ttlSecondsAfterFinished"): ([0, 100, INT32_MAX], [-1]),

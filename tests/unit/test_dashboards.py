@@ -20,11 +20,16 @@ from prometheus_client import CollectorRegistry, Counter
 from autoscaler import metrics_contract as contract
 from autoscaler.observability import dashboards
 from autoscaler.observability.engine_metrics import engine_metrics
-from autoscaler.observability.metrics import operator_metrics
+from autoscaler.observability.metrics import UPSTREAM_OBJECT_COUNTERS, operator_metrics
 
 GRAFANA = Path(__file__).resolve().parents[2] / "deploy" / "grafana"
 BOARDS = {name: build() for name, build in dashboards.DASHBOARDS.items()}
-SERIES = re.compile(r"\b((?:autoscaler|training_operator)_\w+)(?=\{|\[|\)|,| |$)")
+# Series names in a query: the project's and upstream's prefixed ones, and upstream's unprefixed
+# object counters (created_pods_total, ...).
+UNPREFIXED = "|".join(UPSTREAM_OBJECT_COUNTERS)
+SERIES = re.compile(
+    rf"\b((?:autoscaler|training_operator)_\w+|(?:{UNPREFIXED})_total)(?=\{{|\[|\)|,| |$)"
+)
 
 
 def exported() -> dict[str, set[str]]:

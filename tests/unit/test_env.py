@@ -221,3 +221,20 @@ def test_with_elastic_policy_exactly_upstreams_variables() -> None:
             ("PET_NNODES", "1:3"),
         ]
     )
+
+
+@pytest.mark.parametrize(
+    ("nproc", "world_size"),
+    [
+        ("2", "6"),
+        ("04", "12"),
+        ("+4", "12"),
+        (" 4\n", "12"),  # torchrun reads every form int() reads (upstream's Go Atoi gives 1 here)
+        ("1_0", "30"),
+        ("auto", "3"),  # a name counts as 1 process per node, as upstream
+        ("npu", "3"),
+    ],
+)
+def test_world_size_reads_nproc_per_node_as_torchrun_does(nproc: str, world_size: str) -> None:
+    env = dict(env_of(job(master=True, nprocPerNode=nproc), "Worker", 1))
+    assert (env["WORLD_SIZE"], env["PET_NPROC_PER_NODE"]) == (world_size, nproc)

@@ -222,6 +222,20 @@ def test_failed_worker_by_restart_policy(
     assert expect_condition in types(result)
 
 
+def test_a_failure_under_restart_policy_never_fails_the_job_with_upstreams_event() -> None:
+    """Upstream's status update records `PyTorchJobFailed` (Normal) as it sets the condition."""
+    observed = Observed(
+        pods=[pod(0), pod(1, "Failed", status=terminated_status(1), uid="p1")],
+        services=[service(0), service(1)],
+    )
+    result = plan(steady(job(restart="Never"), running(2)), observed, now=NOW)
+    message = "PyTorchJob j is failed because 1 Worker replica(s) failed."
+    failed = [(e.type, e.message) for e in result.events if e.reason == "PyTorchJobFailed"]
+    assert failed == [("Normal", message)]
+    again = plan({**job(restart="Never"), "status": result.status}, observed, now=NOW)
+    assert not [e for e in again.events if e.reason == "PyTorchJobFailed"]  # finished: no repeat
+
+
 def test_elastic_job_succeeds_when_any_worker_succeeds() -> None:
     observed = Observed(pods=[pod(0), pod(1, "Succeeded")], services=[service(0), service(1)])
     result = plan(steady(job(elastic={}), running(2)), observed, now=NOW)
@@ -561,56 +575,179 @@ def test_template_restart_policy_is_overwritten_with_a_warning() -> None:
 # -- upstream's Events, counters and comparisons ------------------------------------------------
 
 
-def terminated_status(code: int, *, container: str = "pytorch", run: str = "docker://a") -> JSON:
-    state = {"terminated": {"exitCode": code, "containerID": run}}
+def terminated_status(
+    code: int, *, container: str = "pytorch", run: str = "docker://a", reason: str = "Error"
+) -> JSON:
+    state = {"terminated": {"exitCode": code, "reason": reason, "containerID": run}}
     return {"containerStatuses": [{"name": container, "state": state, "restartCount": 0}]}
 
 
-def waiting_status(reason: str, *, restarts: int = 0, container: str = "pytorch") -> JSON:
-    state = {"waiting": {"reason": reason, "message": f"{reason} for img"}}
+def waiting_status(
+    reason: str, *, restarts: int = 0, container: str = "pytorch", message: str | None = None
+) -> JSON:
+    waiting = {"reason": reason, "message": f"{reason} for img" if message is None else message}
+    state = {"waiting": waiting}
     return {"containerStatuses": [{"name": container, "state": state, "restartCount": restarts}]}
+
+
+def init_waiting_status(reason: str) -> JSON:
+    """An init container stuck, the app container waiting behind it (as the kubelet shows it)."""
+    init = waiting_status(reason, container="init")["containerStatuses"]
+    app = waiting_status("PodInitializing", message="")["containerStatuses"]
+    return {"initContainerStatuses": init, "containerStatuses": app}
+
+
+def pod_conditions(*conditions: tuple[str, str, str, str]) -> JSON:
+    """(type, status, reason, lastTransitionTime) each; no container statuses yet."""
+    return {
+        "conditions": [
+            {
+                "type": type_,
+                "status": status,
+                "reason": reason,
+                "message": f"{reason} here",
+                "lastTransitionTime": since,
+            }
+            for type_, status, reason, since in conditions
+        ]
+    }
+
+
+EARLIER, LATER = "2026-11-29T11:00:00Z", "2026-11-29T11:30:00Z"
+UNSCHEDULABLE = ("PodScheduled", "False", "Unschedulable", EARLIER)
 
 
 def events_of(result: Plan) -> list[tuple[str, str, str | None]]:
     return [(e.type, e.reason, e.once) for e in result.events]
 
 
+EXITED = ("Normal", "ExitedWithCode", "p1/pytorch/docker://a")
+
+
 @pytest.mark.parametrize(
-    ("phase", "status", "expected"),
+    ("phase", "status", "extra", "expected"),
     [
         # upstream's ExitedWithCode: every terminated `pytorch` container, whatever the phase
+        ("Succeeded", terminated_status(0, reason="Completed"), {}, [EXITED]),
+        # upstream's RecordAbnormalPods: a non-zero exit is a Warning with the kubelet's reason
         (
-            "Succeeded",
-            terminated_status(0),
-            [("Normal", "ExitedWithCode", "p1/pytorch/docker://a")],
+            "Running",
+            terminated_status(1),
+            {},
+            [("Warning", "Error", "p1/pytorch/docker://a/exit"), EXITED],
         ),
-        ("Running", terminated_status(1), [("Normal", "ExitedWithCode", "p1/pytorch/docker://a")]),
-        ("Running", terminated_status(0, container="sidecar"), []),  # not the training container
+        ("Running", terminated_status(0, container="sidecar"), {}, []),
+        (
+            "Running",
+            terminated_status(137, container="sidecar", reason="OOMKilled"),
+            {},
+            [("Warning", "OOMKilled", "p1/sidecar/docker://a/exit")],
+        ),
+        (  # not upstream (it looks at active pods only): a failed pod says why it failed
+            "Failed",
+            terminated_status(137, reason="OOMKilled"),
+            {},
+            [("Warning", "OOMKilled", "p1/pytorch/docker://a/exit"), EXITED],
+        ),
+        (  # a pod being deleted is stopped by the deletion: not abnormal
+            "Running",
+            terminated_status(143),
+            {"deletionTimestamp": STAMP},
+            [EXITED],
+        ),
+        # any container waiting with a message, one Warning per restart
         (
             "Running",
             waiting_status("ImagePullBackOff"),
+            {},
             [("Warning", "ImagePullBackOff", "p1/pytorch/ImagePullBackOff/0")],
         ),
         (
             "Running",
             waiting_status("CrashLoopBackOff", restarts=3),
+            {},
             [("Warning", "CrashLoopBackOff", "p1/pytorch/CrashLoopBackOff/3")],
         ),
         (
             "Pending",
-            waiting_status("CreateContainerConfigError", container="init"),
+            init_waiting_status("CreateContainerConfigError"),
+            {},
             [("Warning", "CreateContainerConfigError", "p1/init/CreateContainerConfigError/0")],
         ),
-        ("Pending", waiting_status("ContainerCreating"), []),  # on its way: nothing to report
+        (
+            "Pending",
+            waiting_status("SomeFutureReason"),
+            {},
+            [("Warning", "SomeFutureReason", "p1/pytorch/SomeFutureReason/0")],
+        ),
+        ("Pending", waiting_status("ContainerCreating", message=""), {}, []),  # on its way
+        # no container statuses: the latest condition, when it is not True
+        (
+            "Pending",
+            pod_conditions(UNSCHEDULABLE),
+            {},
+            [("Warning", "Unschedulable", f"p1/PodScheduled/False/Unschedulable/{EARLIER}")],
+        ),
+        (
+            "Pending",
+            pod_conditions(UNSCHEDULABLE, ("Initialized", "True", "", LATER)),
+            {},
+            [],
+        ),
+        (
+            "Pending",
+            pod_conditions(
+                ("Initialized", "True", "", EARLIER), ("PodScheduled", *UNSCHEDULABLE[1:3], LATER)
+            ),
+            {},
+            [("Warning", "Unschedulable", f"p1/PodScheduled/False/Unschedulable/{LATER}")],
+        ),
+        (  # container statuses, when there are any, say more than the pod's conditions
+            "Pending",
+            {
+                **waiting_status("ContainerCreating", message=""),
+                **pod_conditions(("Ready", "False", "ContainersNotReady", LATER)),
+            },
+            {},
+            [],
+        ),
+        ("Failed", pod_conditions(("Ready", "False", "PodFailed", LATER)), {}, []),
     ],
 )
-def test_container_events(phase: str, status: JSON, expected: list[tuple[str, str, str]]) -> None:
+def test_container_events(
+    phase: str, status: JSON, extra: JSON, expected: list[tuple[str, str, str]]
+) -> None:
     observed = Observed(
-        pods=[pod(0), pod(1, phase, status=status, uid="p1")], services=[service(0), service(1)]
+        pods=[pod(0), pod(1, phase, status=status, uid="p1", **extra)],
+        services=[service(0), service(1)],
     )
     result = plan(steady(job(replicas=2, restart="Never"), running(2)), observed, now=NOW)
     container = [e for e in events_of(result) if e[1] not in ("PyTorchJobFailed",)]
     assert container == expected
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (
+            terminated_status(137, reason="OOMKilled"),
+            "Error pod j-worker-0 container pytorch exitCode: 137 terminated message: ",
+        ),
+        (
+            waiting_status("ErrImagePull", message='pull "img": not found'),
+            'Error pod j-worker-0 container pytorch waiting message: pull "img": not found',
+        ),
+        (
+            pod_conditions(UNSCHEDULABLE),
+            "Error pod j-worker-0 condition message: Unschedulable here",
+        ),
+    ],
+    ids=["terminated", "waiting", "condition"],
+)
+def test_abnormal_pod_warnings_use_upstreams_wording(status: JSON, message: str) -> None:
+    observed = Observed(pods=[pod(0, status=status, uid="p0")], services=[service(0)])
+    result = plan(steady(job(replicas=1), running(1)), observed, now=NOW)
+    assert [e.message for e in result.events if e.type == "Warning"] == [message]
 
 
 def test_exited_with_code_names_the_pod_and_the_code() -> None:

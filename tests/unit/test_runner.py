@@ -1,13 +1,24 @@
 """The runner's handling of what the planner cannot read and of writes that fail, with recording
 fake clients."""
 
+import contextlib
+import copy
 from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from autoscaler.clients.kube import ConflictError, NamespaceTerminatingError, _translate
-from autoscaler.controller.runner import Operator
+from autoscaler.clients.informer import Informer
+from autoscaler.clients.kube import (
+    ConflictError,
+    NamespaceTerminatingError,
+    NotFoundError,
+    _translate,
+)
+from autoscaler.controller.gang import PODGROUP_KIND
+from autoscaler.controller.reconcile import Observed, Plan
+from autoscaler.controller.runner import Operator, OperatorConfig
+from autoscaler.observability.metrics import UPSTREAM_OBJECT_COUNTERS
 from tests.support.jobs import echo_with
 
 JSON = dict[str, Any]
@@ -114,3 +125,176 @@ def test_api_errors_are_translated(status: int, body: str, translated: type) -> 
     error = ApiException(status=status, reason="r")
     error.body = body
     assert type(_translate(error)) is translated
+
+
+# -- upstream's object counters ------------------------------------------------------------------
+
+
+class ScriptedKube(RecordingKube):
+    """Writes succeed, except creates of a kind in `refuse` (raising that kind's error) and
+    deletes of a name in `gone` (404); jobs read back as last written."""
+
+    def __init__(
+        self, refuse: dict[str, Exception] | None = None, gone: frozenset[str] = frozenset()
+    ) -> None:
+        super().__init__()
+        self.refuse, self.gone = refuse or {}, gone
+        self.jobs: dict[str, JSON] = {}
+
+    def create(self, obj: JSON, *, resource: object = None) -> JSON:
+        if obj["kind"] in self.refuse:
+            raise self.refuse[obj["kind"]]
+        return super().create(obj)
+
+    def replace(self, obj: JSON, **_: object) -> JSON:
+        if obj["kind"] == "PyTorchJob":
+            self.jobs[obj["metadata"]["name"]] = obj
+        return obj
+
+    def get(self, resource: object, namespace: str, name: str) -> JSON:
+        return self.jobs[name]
+
+    def delete(self, resource: object, namespace: str, name: str) -> None:
+        if name in self.gone:
+            raise NotFoundError(name)
+
+
+def counters(operator: Operator) -> dict[str, float]:
+    """The upstream object counters that moved."""
+    values = {
+        name: operator.metrics.registry.get_sample_value(f"{name}_total") or 0.0
+        for name in UPSTREAM_OBJECT_COUNTERS
+    }
+    return {name: value for name, value in values.items() if value}
+
+
+def gang_operator(kube: RecordingKube) -> Operator:
+    """An operator with gang scheduling whose PodGroup cache exists (as once the CRD is served)."""
+    operator = Operator(kube, config=OperatorConfig(gang_scheduler_name="volcano"))  # type: ignore[arg-type]
+    operator._caches[PODGROUP_KIND] = Informer(
+        kube,  # type: ignore[arg-type]
+        operator.podgroup_resource,
+        on_event=lambda *_: None,
+    )
+    return operator
+
+
+def owned(kind: str, name: str = "x", uid: str = "u") -> JSON:
+    ref = {"kind": "PyTorchJob", "name": "echo", "uid": uid, "controller": True}
+    labels = {"training.kubeflow.org/job-name": "echo"}
+    metadata = {"name": name, "namespace": "ns", "labels": labels, "ownerReferences": [ref]}
+    return {"kind": kind, "metadata": metadata}
+
+
+REFUSED = ApiException(status=422, reason="Unprocessable")
+
+
+@pytest.mark.parametrize(
+    ("writes", "kube", "moved"),
+    [
+        (Plan(create=[owned("Pod")]), ScriptedKube(), {"created_pods": 1}),
+        (Plan(create=[owned("Pod")]), ScriptedKube({"Pod": REFUSED}), {}),
+        (Plan(create=[owned("Service")]), ScriptedKube(), {"succeeded_service_creation": 1}),
+        (
+            Plan(create=[owned("Service")]),
+            ScriptedKube({"Service": REFUSED}),
+            {"failed_service_creation": 1},
+        ),
+        (
+            Plan(create=[owned("Service")]),
+            ScriptedKube({"Service": NamespaceTerminatingError("ns is being terminated")}),
+            {"failed_service_creation": 1},
+        ),
+        # already there (a stale cache): upstream's expectations avoid it; no create happened
+        (Plan(create=[owned("Service")]), ScriptedKube({"Service": ConflictError("exists")}), {}),
+        (Plan(create=[owned("PodGroup")]), ScriptedKube(), {"created_pod_groups": 1}),
+        (Plan(create=[owned("HorizontalPodAutoscaler")]), ScriptedKube(), {}),
+        (Plan(delete=[("PodGroup", "x")]), ScriptedKube(), {"deleted_pod_groups": 1}),
+        (Plan(delete=[("PodGroup", "x")]), ScriptedKube(gone=frozenset({"x"})), {}),
+        (Plan(delete=[("Pod", "x")]), ScriptedKube(), {}),  # counted when the watch shows it
+        (Plan(failed_pods=["p1", "p2"]), ScriptedKube(), {"failed_pods": 2}),
+    ],
+    ids=[
+        "pod created",
+        "pod refused",
+        "service created",
+        "service refused",
+        "service in a terminating namespace",
+        "service already there",
+        "podgroup created",
+        "hpa created",
+        "podgroup deleted",
+        "podgroup already gone",
+        "pod deleted",
+        "failed pods",
+    ],
+)
+def test_upstream_object_counters_count_the_writes(
+    writes: Plan, kube: ScriptedKube, moved: dict[str, float]
+) -> None:
+    operator = gang_operator(kube)
+    with contextlib.suppress(Exception):  # a refused write is raised after the others
+        operator.apply(owned("PyTorchJob", "echo"), writes, observed=Observed())
+    operator.events.close()
+    assert counters(operator) == moved
+
+
+def test_a_failed_pod_is_counted_once_however_many_passes_see_it() -> None:
+    """With a kubelet, a deleted pod stays (terminating, still Failed) through its grace period,
+    and every pass meanwhile sees it: upstream counts it on each, here once."""
+    kube = ScriptedKube()
+    operator = Operator(kube)  # type: ignore[arg-type]
+    job = echo_with(lambda job: job["metadata"].update(namespace="ns", uid="u"))
+    name = job["metadata"]["name"]
+    kube.jobs[name] = job
+    operator.jobs.apply("ADDED", job)
+    operator.reconcile(("ns", name))  # creates the pods
+    for created in [obj for obj in kube.created if obj["kind"] == "Pod"]:
+        pod = copy.deepcopy(created)
+        pod["metadata"]["uid"] = pod["metadata"]["name"]
+        pod["metadata"]["ownerReferences"][0]["uid"] = "u"
+        pod["status"] = {"phase": "Failed" if pod["metadata"]["name"].endswith("-1") else "Running"}
+        operator.pods.apply("MODIFIED", pod)
+    failed = operator.pods.get(("ns", f"{name}-worker-1"))
+    assert failed is not None
+    operator.reconcile(("ns", name))  # OnFailure: deletes the failed pod to restart it
+    failed["metadata"]["deletionTimestamp"] = "2026-11-29T12:00:00Z"
+    operator.pods.apply("MODIFIED", failed)
+    operator.reconcile(("ns", name))
+    operator.events.close()
+    assert counters(operator)["failed_pods"] == 1
+
+
+@pytest.mark.parametrize(
+    ("job_known", "owner_uid", "counted"),
+    [(True, "u", 1), (False, "u", 0), (True, "another job's", 0)],
+    ids=["its job's pod", "job unknown", "owned by a job of the same name gone since"],
+)
+def test_a_pod_deletion_the_watch_shows_is_counted_for_known_jobs(
+    job_known: bool, owner_uid: str, counted: float
+) -> None:
+    """Upstream counts `deleted_pods_total` in its pod informer's delete handler, for pods of a
+    job it knows (whoever deleted them)."""
+    operator = Operator(ScriptedKube())  # type: ignore[arg-type]
+    if job_known:
+        operator.jobs.apply(
+            "ADDED",
+            echo_with(lambda job: job["metadata"].update(namespace="ns", name="echo", uid="u")),
+        )
+    pod = owned("Pod", "echo-worker-0", uid=owner_uid)
+    operator.pods.apply("ADDED", copy.deepcopy(pod))
+    operator.pods.apply("DELETED", pod)
+    assert counters(operator).get("deleted_pods", 0) == counted
+
+
+def test_podgroup_events_use_upstreams_wording() -> None:
+    kube = ScriptedKube()
+    operator = gang_operator(kube)
+    writes = Plan(create=[owned("PodGroup", "echo")], delete=[("PodGroup", "echo")])
+    operator.apply(owned("PyTorchJob", "echo"), writes, observed=Observed())
+    operator.events.close()
+    events = [(e["reason"], e["message"]) for e in kube.created if e["kind"] == "Event"]
+    assert events == [
+        ("SuccessfulCreatePodGroup", "Created PodGroup: echo"),  # not upstream's: it sends none
+        ("SuccessfulDeletePodGroup", "Deleted PodGroup: echo"),  # upstream's job.go wording
+    ]

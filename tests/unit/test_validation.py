@@ -4,13 +4,18 @@
 """
 
 import copy
+import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from autoscaler.api.rules import NPROC_PER_NODE
 from autoscaler.api.validation import validate
 from tests.support.jobs import (
     INVALID,
     INVALID_UPDATES,
+    NOT_TORCHRUN_NPROC_FORMS,
     TORCHRUN_NPROC_FORMS,
     UPSTREAM_JOBS,
     VALID,
@@ -31,6 +36,31 @@ def test_upstream_examples_are_valid(name: str) -> None:
 @pytest.mark.parametrize("value", TORCHRUN_NPROC_FORMS)
 def test_every_nproc_form_torchrun_accepts_is_valid(value: str) -> None:
     assert validate(echo_with_nproc(value)) == []
+
+
+@pytest.mark.parametrize("value", NOT_TORCHRUN_NPROC_FORMS)
+def test_a_near_miss_of_the_nproc_forms_is_invalid(value: str) -> None:
+    assert [error.field for error in validate(echo_with_nproc(value))] == ["spec.nprocPerNode"]
+
+
+def torchrun_reads(value: str) -> bool:
+    """Whether torch 2.15's `determine_local_world_size` takes `value` as a count or a name:
+    int() (a positive count), else a lowercase name (checked against the node at start)."""
+    try:
+        return int(value) > 0
+    except ValueError:
+        return re.fullmatch("[a-z][a-z0-9_]*", value) is not None
+
+
+NEAR_NUMBERS = st.text(alphabet="0123456789_+- \t\n\v\f\r\x1cxa", max_size=8)
+
+
+@settings(max_examples=1000, deadline=None, derandomize=True)
+@given(st.one_of(NEAR_NUMBERS, st.text(alphabet=st.characters(max_codepoint=127), max_size=8)))
+def test_the_nproc_rule_takes_exactly_the_ascii_forms_torchrun_reads(value: str) -> None:
+    """The rule's one pattern (the CRD's CEL rule and `validate`'s twin; the tables above and
+    `tests/integration/test_crd.py` hold them to it) against int() itself."""
+    assert (re.fullmatch(NPROC_PER_NODE, value) is not None) is torchrun_reads(value)
 
 
 @pytest.mark.parametrize("case", VALID, ids=lambda case: case.id)
