@@ -80,7 +80,7 @@ docs: $(STAMP) ## regenerate docs/configuration.md and docs/snapshot.schema.json
 	$(BIN)/python -m autoscaler.cli.reference docs
 
 docs-site: $(STAMP) ## build the documentation site into site/, strictly (a broken link or an orphan page fails)
-	$(BIN)/mkdocs build --strict --quiet
+	$(BIN)/mkdocs build --strict
 
 crd: $(STAMP) ## regenerate deploy/crds from the models
 	$(BIN)/autoscaler manifests crd > deploy/crds/kubeflow.org_pytorchjobs.yaml
