@@ -7,10 +7,14 @@ WORKDIR /src
 COPY requirements.lock ./
 RUN pip install --no-cache-dir --disable-pip-version-check --prefix=/install \
         --require-hashes -r requirements.lock
-# Then the package alone: its dependencies are the locked ones above.
+# Then the package alone: its dependencies are the locked ones above, and so is its build backend
+# (the lock carries build-system.requires): no build isolation, which would fetch an unpinned
+# setuptools, but the locked one from /install, ahead of the base image's own on PYTHONPATH.
 COPY pyproject.toml README.md ./
 COPY autoscaler ./autoscaler
-RUN pip install --no-cache-dir --disable-pip-version-check --prefix=/install --no-deps .
+RUN PYTHONPATH=/install/lib/python3.11/site-packages \
+    pip install --no-cache-dir --disable-pip-version-check --prefix=/install --no-deps \
+        --no-build-isolation .
 
 FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \

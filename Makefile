@@ -81,7 +81,7 @@ docs: $(STAMP) ## regenerate docs/configuration.md and docs/snapshot.schema.json
 	$(BIN)/python -m autoscaler.cli.reference docs
 
 docs-site: $(STAMP) ## build the documentation site into site/, strictly (a broken link or an orphan page fails)
-	$(BIN)/mkdocs build --strict --quiet
+	$(BIN)/mkdocs build --strict
 
 crd: $(STAMP) ## regenerate deploy/crds from the models
 	$(BIN)/autoscaler manifests crd > deploy/crds/kubeflow.org_pytorchjobs.yaml
@@ -92,14 +92,14 @@ dashboards: $(STAMP) ## regenerate deploy/grafana from code
 # The Dockerfile installs exactly these (hash-checked). Pins that still satisfy pyproject.toml are
 # kept; `make lock UPGRADE=1` moves every pin to the newest allowed. Hashes are PyPI's: a local
 # wheel folder in the environment (PIP_FIND_LINKS) is not consulted.
-# requirements.lock: the runtime dependencies (the image); requirements-dev.lock: those at the
-# same versions plus every extra (the venv of `make test` and CI). Hashes from PyPI, not from a
-# local wheel directory.
+# requirements.lock: the runtime dependencies plus the build backend (build-system.requires, with
+# which the image builds the package without build isolation); requirements-dev.lock: those at
+# the same versions plus every extra (the venv of `make test` and CI).
 PIP_COMPILE := env -u PIP_FIND_LINKS CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet \
   --generate-hashes --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links \
   $(if $(UPGRADE),--upgrade)
 lock: $(STAMP) ## regenerate requirements.lock and requirements-dev.lock, pinned with hashes (UPGRADE=1 to move)
-	$(PIP_COMPILE) --output-file=requirements.lock pyproject.toml
+	$(PIP_COMPILE) --build-deps-for=wheel --output-file=requirements.lock pyproject.toml
 	$(PIP_COMPILE) --all-extras --constraint=requirements.lock \
 	  --output-file=requirements-dev.lock pyproject.toml
 

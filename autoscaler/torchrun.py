@@ -18,7 +18,8 @@ DEFAULT_MAX_RESTARTS: Final = 0
 
 # Without it, torch's default "shared store" path has the rank-0 agent cache the workers' store
 # address after its first round, so a node joining later waits on a key nobody writes and, after
-# the 60 s read timeout, every agent exits (torch GitHub issues #135712 and #123678 show it).
+# the 60 s read timeout, every agent exits (GitHub issues pytorch/pytorch#135712 and
+# pytorch/pytorch#123678 show it).
 DISABLE_SHARED_STORE: Final = {"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "1"}
 
 # c10d settings for elastic jobs without an rdzvConf of their own. torch's defaults wait 30 s

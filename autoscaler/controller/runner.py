@@ -105,8 +105,12 @@ class Operator:
         config: OperatorConfig = OperatorConfig(),
         metrics: OperatorMetrics | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.kube, self.config, self.clock = kube, config, clock
+        """`clock` is the wall clock the planner and the Events read; `monotonic` times how long
+        a job waits for the caches to show the operator's own writes (EXPECTATION_TIMEOUT).
+        Both are parameters so that tests move time instead of sleeping."""
+        self.kube, self.config, self.clock, self.monotonic = kube, config, clock, monotonic
         self.metrics = metrics or operator_metrics()
         self._counted, self._counted_lock = (0, 0), threading.Lock()
         self.queue = WorkQueue()
@@ -487,7 +491,7 @@ class Operator:
             key = (job["metadata"]["namespace"], job["metadata"]["name"])
             with self._lock:
                 self._expectations[key] = _Expectation(
-                    created, deleted, time.monotonic() + EXPECTATION_TIMEOUT
+                    created, deleted, self.monotonic() + EXPECTATION_TIMEOUT
                 )
 
     def _never_coming(self, job: JSON, ref: tuple[str, str]) -> None:
@@ -513,7 +517,7 @@ class Operator:
         }
         seen = all(cached[ref] is not None for ref in expectation.created)
         gone = all(_gone(cached[ref]) for ref in expectation.deleted)
-        if (seen and gone) or time.monotonic() > expectation.deadline:
+        if (seen and gone) or self.monotonic() > expectation.deadline:
             with self._lock:
                 self._expectations.pop(key, None)
             return True

@@ -1,6 +1,10 @@
 """Grafana dashboards for the engine and the operator, generated from code with Grafana's typed
 SDK, grafana-foundation-sdk (its builders and models for Grafana 11.6).
 
+Needs that SDK, which only the `test` extra installs (pyproject.toml; `make` installs it into
+.venv from requirements-dev.lock): the image's requirements.lock leaves it out, so there this
+module does not import.
+
 `python -m autoscaler.observability.dashboards deploy/grafana` (`make dashboards`) writes
 `scaling-decisions.json` and `operator-health.json` (for Grafana's "Import dashboard"), the same
 JSON in ConfigMaps labelled `grafana_dashboard: "1"` for Grafana's dashboard sidecar
@@ -18,8 +22,9 @@ multi-select with All) and `$__rate_interval`/`$__range` (Grafana's). Annotation
 `$__rate_interval` (not `$__interval`): windows that overlap by a scrape never miss a change
 that falls between two steps.
 
-Only `make dashboards` and the tests import this module (the operator and the engine never do),
-which is why the SDK is a development dependency, not a runtime one.
+Only `make dashboards` and the tests import this module (the operator and the engine never do;
+an import contract in pyproject.toml keeps `autoscaler.cli` from importing it or the SDK), which
+is why the SDK is a test dependency, not a runtime one.
 """
 
 import argparse

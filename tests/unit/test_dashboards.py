@@ -1,11 +1,15 @@
 """The Grafana dashboards: deploy/grafana is what the code generates, grafana-foundation-sdk's
-dashboard model reads every field of it back, and every query names only series the engine, the
-operator and the training pods export (tests/integration/test_dashboards.py runs them against a
-real Prometheus)."""
+dashboard model reads every field of it back with values of the types its annotations declare,
+and every query names only series the engine, the operator and the training pods export
+(tests/integration/test_dashboards.py runs them against a real Prometheus)."""
 
 import dataclasses
+import enum
 import json
 import re
+import types
+import typing
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +99,90 @@ def read_back(board: dict[str, Any]) -> tuple[Dashboard, dict[str, Any]]:
     return model, json.loads(json.dumps(model, cls=JSONEncoder))
 
 
+UNIONS = (typing.Union, types.UnionType)
+
+
+def type_errors(value: object, annotation: Any, path: str) -> list[str]:
+    """Where `value`, read by the SDK's models, breaks the models' type annotations.
+
+    The SDK's from_json copies values as they come (a gridPos.h of "eight" stays a string) and
+    ships no validator, so the annotations are the schema: every attribute of every model object
+    is checked against its class's annotation, down through lists, dicts and nested models (a
+    panel's options and a target are checked against their concrete plugin models)."""
+    if annotation in (Any, object):
+        return model_type_errors(value, path)
+    if typing.get_origin(annotation) in UNIONS:
+        fitting = [
+            option for option in typing.get_args(annotation) if has_outer_type(value, option)
+        ]
+        if not fitting:
+            return [f"{path}: {value!r} is not {annotation}"]
+        return min((type_errors(value, option, path) for option in fitting), key=len)
+    if not has_outer_type(value, annotation):
+        return [f"{path}: {value!r} is not {annotation}"]
+    return content_type_errors(value, annotation, path)
+
+
+def content_type_errors(value: object, annotation: Any, path: str) -> list[str]:
+    """The items of a list or dict, or the attributes of a model, against their annotations."""
+    origin, arguments = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is list:
+        return [
+            error
+            for index, item in enumerate(typing.cast(list[object], value))
+            for error in type_errors(item, arguments[0], f"{path}[{index}]")
+        ]
+    if origin is dict:
+        return [
+            error
+            for key, item in typing.cast(dict[object, object], value).items()
+            for error in type_errors(key, arguments[0], f"{path} key {key!r}")
+            + type_errors(item, arguments[1], f"{path}[{key!r}]")
+        ]
+    return model_type_errors(value, path)
+
+
+def has_outer_type(value: object, annotation: Any) -> bool:
+    """`value` against the outermost part of `annotation` (a list, not yet its items)."""
+    origin, arguments = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation in (Any, object):
+        return True
+    if origin in UNIONS:
+        return any(has_outer_type(value, option) for option in arguments)
+    if origin is typing.Literal:
+        return any(value == allowed and type(value) is type(allowed) for allowed in arguments)
+    return is_json_value_of(value, origin or annotation)
+
+
+def is_json_value_of(value: object, kind: Any) -> bool:
+    if kind is type(None):
+        return value is None
+    if kind in (int, float):  # JSON has one number type; a bool is not one
+        numbers = (int,) if kind is int else (int, float)
+        return isinstance(value, numbers) and not isinstance(value, bool)
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return value in {member.value for member in kind}  # from_json keeps raw values
+    if isinstance(kind, type):
+        return isinstance(value, kind)
+    raise TypeError(f"{kind!r}: an annotation form this check does not know")
+
+
+@cache
+def sdk_annotations(model: type) -> dict[str, Any]:
+    return typing.get_type_hints(model)
+
+
+def model_type_errors(value: object, path: str) -> list[str]:
+    model = type(value)
+    if not model.__module__.startswith("grafana_foundation_sdk."):
+        return []
+    return [
+        error
+        for name, annotation in sdk_annotations(model).items()
+        for error in type_errors(getattr(value, name), annotation, f"{path}.{name}")
+    ]
+
+
 def without_prometheus_annotation_options(board: dict[str, Any]) -> dict[str, Any]:
     """`board` less the annotation fields Grafana's Prometheus data source reads but the SDK's
     schema lacks (and so cannot read back)."""
@@ -108,11 +196,13 @@ def without_prometheus_annotation_options(board: dict[str, Any]) -> dict[str, An
 
 @pytest.mark.parametrize("name", BOARDS)
 def test_the_sdks_dashboard_model_reads_back_every_field(name: str) -> None:
-    """grafana-foundation-sdk ships no JSON schema or validator: its strongest check is that its
-    typed models read the committed dashboard and write back exactly the same JSON."""
+    """grafana-foundation-sdk ships no JSON schema or validator: its strongest checks are that
+    its typed models read the committed dashboard and write back exactly the same JSON, and
+    that every value they read has the type their annotations declare."""
     committed = json.loads((GRAFANA / f"{name}.json").read_text())
     model, written = read_back(committed)
     assert written == without_prometheus_annotation_options(committed)
+    assert type_errors(model, Dashboard, "dashboard") == []
     panels = [p for p in model.panels or [] if isinstance(p, Panel)]
     assert len(panels) == len(committed["panels"])
     for panel in panels:  # read into the typed models, not kept as raw JSON
@@ -145,6 +235,54 @@ def test_the_sdk_read_back_catches_a_field_the_schema_lacks(
     node[field] = "x"
     _, written = read_back(board)
     assert written != without_prometheus_annotation_options(board)
+
+
+@pytest.mark.parametrize(
+    ("where", "field", "wrong", "reported"),
+    [
+        (("panels", 0, "gridPos"), "h", "eight", "dashboard.panels[0].grid_pos.h"),
+        (("panels", 0, "targets", 0), "expr", 42, "dashboard.panels[0].targets[0].expr"),
+        (("panels", 1), "id", 2.5, "dashboard.panels[1].id_val"),
+        (("templating", "list", 1), "multi", "yes", "dashboard.templating.list_val[1].multi"),
+        (("panels", 0, "options"), "wideLayout", 1, "dashboard.panels[0].options.wide_layout"),
+        (
+            ("panels", 0, "options", "reduceOptions"),
+            "calcs",
+            "lastNotNull",
+            ".reduce_options.calcs",
+        ),
+        (("panels", 0), "repeatDirection", "sideways", "dashboard.panels[0].repeat_direction"),
+    ],
+)
+def test_the_type_check_catches_a_value_of_the_wrong_type(
+    where: tuple[str | int, ...], field: str, wrong: object, reported: str
+) -> None:
+    board = json.loads(json.dumps(BOARDS["operator-health"]))
+    node = board
+    for key in where:
+        node = node[key]
+    node[field] = wrong
+    model, written = read_back(board)
+    assert written == without_prometheus_annotation_options(board)  # the read-back alone misses it
+    errors = type_errors(model, Dashboard, "dashboard")
+    assert errors, f"{reported} = {wrong!r} passed"
+    assert all(reported in error for error in errors), errors
+
+
+@pytest.mark.parametrize(
+    ("value", "annotation", "errors"),
+    [
+        (True, int, 1),
+        (3, float, 0),
+        (None, str | None, 0),
+        (1, str | None, 1),
+        (["a", 1], list[str], 1),
+        ({"a": 1}, dict[str, str], 1),
+        ("h", typing.Literal["h", "v"], 0),
+    ],
+)
+def test_the_type_check_reads_annotations(value: object, annotation: Any, errors: int) -> None:
+    assert len(type_errors(value, annotation, "x")) == errors
 
 
 @pytest.mark.parametrize("name", BOARDS)

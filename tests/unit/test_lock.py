@@ -1,6 +1,6 @@
 """The locks against pyproject.toml (`make lock`): requirements.lock, what the image installs,
-pins the runtime dependencies; requirements-dev.lock, what `make test` and CI install, pins the
-same at the same versions plus every extra. Each declared dependency pinned at a version its
+pins the runtime dependencies and the build backend; requirements-dev.lock, what `make test` and
+CI install, pins the same at the same versions plus every extra. Each declared dependency pinned at a version its
 specifier allows, with hashes, and everything each one needs (on this platform) pinned too."""
 
 import re
@@ -78,6 +78,22 @@ def test_the_tests_run_the_versions_the_image_ships() -> None:
     image, dev = locked(IMAGE), locked(DEV)
     differ = {name: (image[name], dev.get(name)) for name in image if dev.get(name) != image[name]}
     assert not differ, f"image vs dev lock: {differ}: run `make lock`"
+
+
+@pytest.mark.parametrize(
+    "requirement",
+    [
+        Requirement(text)
+        for text in tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"]
+    ],
+    ids=str,
+)
+def test_the_image_builds_the_package_with_a_locked_backend(requirement: Requirement) -> None:
+    """The Dockerfile builds the package without build isolation, so with these pins."""
+    pins = locked(IMAGE)
+    name = canonicalize_name(requirement.name)
+    assert name in pins, f"{name} is not in {IMAGE}: run `make lock`"
+    assert requirement.specifier.contains(pins[name])
 
 
 def test_nothing_of_the_extras_is_locked_for_the_image() -> None:

@@ -1,5 +1,5 @@
-"""The runner's handling of what the planner cannot read and of writes that fail, with recording
-fake clients."""
+"""The runner's handling of what the planner cannot read, of writes that fail and of writes the
+caches never show, with recording fake clients and a monotonic clock the test moves."""
 
 import contextlib
 import copy
@@ -17,7 +17,7 @@ from autoscaler.clients.kube import (
 )
 from autoscaler.controller.gang import PODGROUP_KIND
 from autoscaler.controller.reconcile import Observed, Plan
-from autoscaler.controller.runner import Operator, OperatorConfig
+from autoscaler.controller.runner import EXPECTATION_TIMEOUT, Operator, OperatorConfig
 from autoscaler.observability.metrics import UPSTREAM_OBJECT_COUNTERS
 from tests.support.jobs import echo_with
 
@@ -83,6 +83,48 @@ def test_a_failed_create_is_retried_at_once_not_after_the_expectation_timeout() 
     operator.events.close()
     pods = [obj["metadata"]["name"] for obj in kube.created if obj["kind"] == "Pod"]
     assert pods == ["elastic-example-echo-worker-0", "elastic-example-echo-worker-1"] * 2
+
+
+class AcceptingKube(RecordingKube):
+    """Accepts every write (the status one too) without connecting."""
+
+    def create(self, obj: JSON, *, resource: object = None) -> JSON:
+        return super().create(obj)
+
+    def replace(self, obj: JSON, **_: object) -> JSON:
+        return obj
+
+
+class SteppedClock:
+    """A monotonic clock that moves only when the test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_write_the_caches_never_show_is_waited_for_until_the_expectation_times_out() -> None:
+    kube, monotonic = AcceptingKube(), SteppedClock()
+    operator = Operator(kube, monotonic=monotonic)  # type: ignore[arg-type]
+    job = echo_with(lambda job: job["metadata"].update(namespace="ns", uid="u"))
+    key = ("ns", job["metadata"]["name"])
+    operator.jobs.apply("ADDED", job)
+    assert operator.reconcile(key) is not None
+    created = [obj for obj in kube.created if obj["kind"] == "Pod"]
+    assert len(created) == 2
+    # The watch never shows one of the two pods (as if it were lost between write and watch).
+    operator.pods.apply("DELETED", created[1])
+    for elapsed in (0.0, EXPECTATION_TIMEOUT / 2, EXPECTATION_TIMEOUT):
+        monotonic.now = 1000.0 + elapsed
+        assert operator.reconcile(key) is None, f"planned again {elapsed} s after its writes"
+    monotonic.now = 1000.0 + EXPECTATION_TIMEOUT + 0.001
+    assert operator.reconcile(key) is not None  # given up waiting: planned from the caches
+    operator.events.close()
+    pods = [obj["metadata"]["name"] for obj in kube.created if obj["kind"] == "Pod"]
+    lost = created[1]["metadata"]["name"]
+    assert pods == ["elastic-example-echo-worker-0", "elastic-example-echo-worker-1", lost]
 
 
 class TerminatingNamespaceKube(RecordingKube):
