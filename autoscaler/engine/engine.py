@@ -250,6 +250,8 @@ class Engine:
         started = time.perf_counter()
         result = self.runner.decide(view, now=now)
         seconds = time.perf_counter() - started
+        if result.replaced and self.metrics:
+            self.metrics.worker_replacements.labels(result.replaced).inc()
         fallback = result.fallback
         by_key = {decision.key: decision for decision in result.decisions}
         steps = {}

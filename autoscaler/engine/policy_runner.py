@@ -60,6 +60,7 @@ class RunResult:
 
     decisions: tuple[Decision, ...] = ()
     fallback: str = ""
+    replaced: str = ""  # why the call's worker was killed and replaced, if it was
 
 
 class PolicyRunner(Protocol):
@@ -183,8 +184,8 @@ class ProcessRunner:
         if decisions is None:
             log_invalid(self.name)
             return RunResult(fallback=INVALID)
-        self._recycle_if_grown(worker)
-        return RunResult(decisions=decisions)
+        recycled = self._recycle_if_grown(worker)
+        return RunResult(decisions=decisions, replaced=OUT_OF_MEMORY if recycled else "")
 
     def close(self) -> None:
         if self._worker is not None:
@@ -248,26 +249,28 @@ class ProcessRunner:
             }.get(reason, f"died (exit code {code})")
             log.error("policy %s %s during %s; worker replaced", self.name, cause, during)
         self._worker = self._start()
-        return RunResult(fallback=reason)
+        return RunResult(fallback=reason, replaced=reason)
 
     def _budget(self, worker: _Worker) -> float:
         return self.timeout if worker.ready else self.start_timeout
 
-    def _recycle_if_grown(self, worker: _Worker) -> None:
+    def _recycle_if_grown(self, worker: _Worker) -> bool:
         """A worker that grew past its limit across calls (a leak) is replaced after a good
-        call: its decisions stand, the next call gets a fresh worker."""
+        call: its decisions stand, the next call gets a fresh worker. True if it was."""
         used = resident_mb(worker.process.pid)
-        if _over(used, self.max_memory_mb):
-            log.warning(
-                "policy %s's worker uses %s MB, over its %g MB limit; worker replaced"
-                " (a plug-in's state does not survive this)",
-                self.name,
-                used,
-                self.max_memory_mb,
-            )
-            _stop(worker)
-            self.replacements += 1
-            self._worker = self._start()
+        if not _over(used, self.max_memory_mb):
+            return False
+        log.warning(
+            "policy %s's worker uses %s MB, over its %g MB limit; worker replaced"
+            " (a plug-in's state does not survive this)",
+            self.name,
+            used,
+            self.max_memory_mb,
+        )
+        _stop(worker)
+        self.replacements += 1
+        self._worker = self._start()
+        return True
 
 
 _ENVIRONMENT = threading.Lock()

@@ -346,6 +346,8 @@ def scaling_decisions(m: EngineMetrics | None = None) -> JSON:
     )
     decisions = q.select(q.series(m.decisions), on)
     fallbacks = q.select(q.series(m.fallbacks), on)
+    replaced_by = q.label(m.worker_replacements, "reason")
+    replacements = q.select(q.series(m.worker_replacements), on)
     writes = q.select(q.series(m.writes), on)
     written = q.select(q.series(m.writes), on, f'{result}="written"')
     unavailable = q.select(q.series(m.metrics_unavailable), on)
@@ -478,6 +480,14 @@ def scaling_decisions(m: EngineMetrics | None = None) -> JSON:
             "Rounds that kept every count: the policy failed, overran its budget, returned "
             "something invalid or was still running.",
             [target(f"sum by ({fallback}) ({q.rate(fallbacks)})", f"{{{{{fallback}}}}}")],
+            unit="cps",
+            no_value="0",
+        ),
+        timeseries_panel(
+            "Policy workers replaced by reason",
+            "Policy worker processes killed and replaced: over their time budget, over their "
+            "memory limit (also a leak recycled after a good answer), or dead.",
+            [target(f"sum by ({replaced_by}) ({q.rate(replacements)})", f"{{{{{replaced_by}}}}}")],
             unit="cps",
             no_value="0",
         ),

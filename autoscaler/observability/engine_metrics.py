@@ -21,6 +21,7 @@ class EngineMetrics:
     writes: Counter
     rounds: Counter
     fallbacks: Counter
+    worker_replacements: Counter
     metrics_unavailable: Counter
     solve_seconds: Histogram
     objective: Gauge
@@ -77,6 +78,13 @@ def engine_metrics() -> EngineMetrics:
         fallbacks=Counter(
             "autoscaler_policy_fallbacks",
             "Rounds that kept every count because the policy failed",
+            ["reason"],
+            registry=registry,
+        ),
+        worker_replacements=Counter(
+            "autoscaler_policy_worker_replacements",
+            "Policy worker processes killed and replaced, by reason: PolicyTimeout (over its"
+            " time budget), PolicyOutOfMemory (over its memory limit), PolicyFailed (died)",
             ["reason"],
             registry=registry,
         ),

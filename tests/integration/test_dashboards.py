@@ -4,8 +4,9 @@ training stand-ins report throughput. Once the engine has written /scale, every 
 every annotation and every variable of both dashboards must return data over the test's time
 range (Grafana's variables replaced by the test's values, as Grafana would).
 
-The engine runs a policy that fails every few rounds (tests/support/flaky_policy.py), so the
-fallback panels and annotations have something to show too.
+The engine runs a policy that fails every few rounds, and ends its worker process now and then
+(tests/support/flaky_policy.py), so the fallback and worker panels and annotations have
+something to show too.
 """
 
 import json

@@ -1,7 +1,9 @@
 """A policy file for the engine (`policy.name: <this path>`): the global optimizer, raising on
-every `fail_every`-th decision so that the engine falls back (`PolicyFailed`) now and then."""
+every `fail_every`-th decision so that the engine falls back (`PolicyFailed`) now and then, and
+ending its worker process on every `die_every`-th, so that the engine replaces the worker."""
 
 import itertools
+import os
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -13,23 +15,27 @@ from autoscaler.policies.global_optimizer import GlobalOptimizer, GlobalOptimize
 
 class FlakyConfig(GlobalOptimizerConfig):
     fail_every: PositiveInt = 4
+    die_every: PositiveInt = 6  # counted per worker: a fresh one starts from 1
 
 
 class FlakyOptimizer:
     def __init__(self, config: FlakyConfig) -> None:
         self.inner = GlobalOptimizer(config)
-        self.every = config.fail_every
+        self.fail_every, self.die_every = config.fail_every, config.die_every
         self.calls = itertools.count(1)
 
     def decide(self, snapshot: Snapshot, *, now: datetime) -> Sequence[Decision]:
-        if next(self.calls) % self.every == 0:
+        call = next(self.calls)
+        if call % self.die_every == 0:
+            os._exit(1)  # the engine sees its worker die: PolicyFailed, and a fresh worker
+        if call % self.fail_every == 0:
             raise RuntimeError("failing on purpose (tests/support/flaky_policy.py)")
         return self.inner.decide(snapshot, now=now)
 
 
 PLUGIN = PolicyPlugin(
     name="flaky-global-optimizer",
-    summary="the global optimizer, failing every few decisions (tests only)",
+    summary="the global optimizer, failing or dying every few decisions (tests only)",
     config_model=FlakyConfig,
     build=FlakyOptimizer,
 )

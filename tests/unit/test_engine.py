@@ -11,6 +11,7 @@ import pytest
 
 from autoscaler.engine.config import EngineConfig, PolicySelection, SettleConfig
 from autoscaler.engine.engine import Engine
+from autoscaler.engine.policy_runner import RunResult
 from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
 from autoscaler.engine.report import RoundReport
 from autoscaler.engine.state import JobState
@@ -277,6 +278,35 @@ def test_metrics_of_a_round() -> None:
     assert sample("autoscaler_job_observed_throughput_samples_per_second", labels) > 0
     assert sample("autoscaler_capacity_available", {"resource": GPU}) == 16
     assert sample("autoscaler_rounds_total", {"result": "ok"}) == 3
+
+
+def test_replaced_policy_workers_are_counted_by_reason() -> None:
+    class Replacing:
+        """A runner whose worker overran once, then leaked past its limit after answering."""
+
+        def __init__(self) -> None:
+            self.results = [
+                RunResult(fallback="PolicyTimeout", replaced="PolicyTimeout"),
+                RunResult(decisions=(Decision("ns", "linear", 2, "Kept", "k"),)),
+                RunResult(
+                    decisions=(Decision("ns", "linear", 2, "Kept", "k"),),
+                    replaced="PolicyOutOfMemory",
+                ),
+            ]
+
+        def decide(self, snapshot: Snapshot, *, now: datetime) -> RunResult:
+            return self.results.pop(0)
+
+        def close(self) -> None:
+            pass
+
+    metrics = engine_metrics()
+    engine, _, _ = setup([make_job("linear")], metrics=metrics, runner=Replacing())
+    rounds(engine, 3)
+    sample = metrics.registry.get_sample_value
+    for reason in ("PolicyTimeout", "PolicyOutOfMemory"):
+        assert sample("autoscaler_policy_worker_replacements_total", {"reason": reason}) == 1
+    assert sample("autoscaler_policy_fallbacks_total", {"reason": "PolicyTimeout"}) == 1
 
 
 def test_jobs_sized_by_others_count_as_decisions_by_their_owners_reason() -> None:

@@ -104,6 +104,7 @@ def test_each_failure_keeps_every_count_with_its_reason(
     else:
         assert [(d.name, d.replicas) for d in result.decisions] == [("linear", 4)]
     assert (one.worker_pid != first, one.replacements) == (replaced, int(replaced))
+    assert result.replaced == (fallback if replaced else "")
     assert first is not None
     assert _alive(first) is not replaced
 
@@ -127,15 +128,17 @@ def test_a_leaking_worker_is_recycled_and_stays_under_its_limit(
     assert base is not None
     limit = base + 120  # room for two 50 MB leaks, not three
     one = started(running, behaviour="leak", leak_mb=50, max_memory_mb=limit)
-    sizes = []
+    sizes, replaced = [], []
     for i in range(6):
         result = one.decide(VIEW, now=START + timedelta(seconds=30 * i))
+        replaced += [result.replaced] if result.replaced else []
         if i % 3 == 2:  # over the limit: killed mid-call, or replaced once it has answered
             assert result.fallback in {"", "PolicyOutOfMemory"}
         else:
             assert (result.fallback, [d.replicas for d in result.decisions]) == ("", [4])
         sizes.append(resident_mb(one.worker_pid))
     assert one.replacements == 2, sizes  # the 3rd and 6th calls passed the limit
+    assert replaced == ["PolicyOutOfMemory"] * 2
     assert all(size is not None and size <= limit for size in sizes), (limit, sizes)
 
 
