@@ -13,9 +13,9 @@ macOS temporary folder. /tmp itself is on every machine, but a file named there 
 tests use `tmp_path` or `tempfile`, and examples stage files elsewhere (a bare /tmp, such as a
 pod's scratch mount, is fine).
 
-Work items: "issue 14", "item 5", "#14" or a ticket of the tracker the project was built in. An
-upstream bug is named with its repository (owner/name#1234), which a maintainer can follow;
-Markdown headings and anchors (`# Title`, `(#1-the-contract)`), HTML entities and colours
+Work items: the word issue or item followed by a number, a number after "#", or a ticket of the
+tracker the project was built in. An upstream bug is named with its repository
+(owner/name#1234), which a maintainer can follow; Markdown headings and anchors (`# Title`, `(#1-the-contract)`), HTML entities and colours
 (`"#808080"`, `color: #123456`) are not work items.
 """
 
