@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.api import coordinates as c
-from autoscaler.cli.engine_command import freeze_survivors, policy_from
+from autoscaler.cli.engine_command import policy_from, round_collections
 from autoscaler.clients.engine_cluster import NODES, KubeCluster
 from autoscaler.clients.kube import PODS, SERVICES, Kube, api_client
 from autoscaler.controller.runner import OWNED_SELECTOR, Operator, OperatorConfig
@@ -249,8 +249,8 @@ def build_engine(kube: Kube, config: EngineConfig) -> tuple[Engine, KubeCluster]
 def one_round(engine: Engine, cluster: KubeCluster, kube: TimedKube, *, now: datetime) -> Round:
     before = kube.snapshot()
     started = time.perf_counter()
-    report = engine.run_once(now=now)
-    freeze_survivors()  # as `autoscaler engine` does after each round
+    with round_collections():  # as `autoscaler engine` runs each round
+        report = engine.run_once(now=now)
     seconds = time.perf_counter() - started
     wait_for(cluster.recorder.idle, timeout=600, what="the round's Events to be sent")
     after = kube.snapshot()

@@ -6,7 +6,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -217,16 +218,24 @@ class RoundHealth:
         return self.clock() - self.last <= self.allowed
 
 
-def freeze_survivors() -> None:
-    """After a round: collect the garbage of what was allocated since the last call (all else is
-    frozen, so only that is traversed), then freeze what survived. At 5,000 jobs the process
-    holds millions of long-lived objects (the informers' caches, the jobs' states), and each of
-    CPython's full collections traversed them all: in bench-scale's process about 1 s, nearly
-    once a round, a third of the round. Frozen objects are still freed by reference counting when
-    dropped; only a reference cycle among them would outlive its last use, and what a round keeps
-    (the API server's JSON, pydantic models) forms none."""
-    gc.collect()
-    gc.freeze()
+@contextmanager
+def round_collections() -> Iterator[None]:
+    """No automatic collection during a round; after it, collect the garbage of what was
+    allocated since the last round (all else is frozen, so only that is traversed), then freeze
+    what survived. At 5,000 jobs the process holds millions of long-lived objects (the
+    informers' caches, the jobs' states), and each of CPython's full collections traversed them
+    all: in bench-scale's process about 1 s, nearly once a round, a third of the round; and a
+    round allocates enough to start several younger ones (about 0.1 s of a 5,000-job round on an
+    in-memory cluster). Frozen objects are still freed by reference counting when dropped; only a
+    reference cycle among them would outlive its last use, and what a round keeps (the API
+    server's JSON, pydantic models) forms none."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.collect()
+        gc.freeze()
 
 
 def _schedule(
@@ -237,8 +246,8 @@ def _schedule(
 
     def round_() -> None:
         try:
-            report = engine.run_once(now=datetime.now(UTC))
-            freeze_survivors()
+            with round_collections():
+                report = engine.run_once(now=datetime.now(UTC))
             health.beat()
             log.info(
                 "round: %d jobs, %d written, policy %.3f s%s",

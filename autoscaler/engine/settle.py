@@ -30,38 +30,36 @@ def observe(
     if state.replicas is not None and state.replicas != job.replicas:  # someone else rescaled it
         state = rescaled(state, to=job.replicas, now=now)
     requested = state.requested if state.requested is not None else job.replicas
-    state = state.model_copy(update={"replicas": job.replicas, "requested": requested})
-    state = account(job, state, reading, samples_done=samples_done, now=now)
+    update: dict[str, object] = {"replicas": job.replicas, "requested": requested}
+    update |= accounted(job, state, reading, samples_done=samples_done, now=now)
     steady_since = max(job.created, state.last_rescale or job.created)
     running = running_count(job)
     steady = running is not None and now - steady_since >= timedelta(seconds=config.settle_seconds)
-    if reading is None or running is None or not steady:
-        return state
-    points = {**state.throughput, running: Point(samples_per_second=reading, observed_at=now)}
-    return state.model_copy(update={"throughput": points})
+    if reading is not None and running is not None and steady:
+        point = Point(samples_per_second=reading, observed_at=now)
+        update["throughput"] = {**state.throughput, running: point}
+    return state.model_copy(update=update)  # one copy: 5,000 jobs are observed every round
 
 
-def account(
+def accounted(
     job: ManagedJob,
     state: JobState,
     reading: float | None,
     *,
     samples_done: float | None,
     now: datetime,
-) -> JobState:
-    """Add the time since the last round: worker-seconds at today's count, and samples: the
-    progress the job reported, else this round's throughput (a window average, so a restart's
-    stall is in it; no reading adds nothing) times the time."""
+) -> dict[str, float | datetime]:
+    """The accounting fields after the time since the last round: worker-seconds at today's
+    count, and samples: the progress the job reported, else this round's throughput (a window
+    average, so a restart's stall is in it; no reading adds nothing) times the time."""
     seconds = 0.0 if state.accounted_at is None else (now - state.accounted_at).total_seconds()
     seconds = max(0.0, seconds)
     done = state.samples_done + (reading or 0.0) * seconds
-    return state.model_copy(
-        update={
-            "samples_done": samples_done if samples_done is not None else done,
-            "attained_seconds": state.attained_seconds + job.active * seconds,
-            "accounted_at": now,
-        }
-    )
+    return {
+        "samples_done": samples_done if samples_done is not None else done,
+        "attained_seconds": state.attained_seconds + job.active * seconds,
+        "accounted_at": now,
+    }
 
 
 def running_count(job: ManagedJob) -> int | None:
@@ -262,13 +260,21 @@ def _pending(
     return None
 
 
+def recommendations(
+    state: JobState, *, recommendation: int, now: datetime, config: SettleConfig
+) -> list[tuple[datetime, int]]:
+    """The recommendations the stabilisation window keeps, this round's last."""
+    window = timedelta(seconds=config.scale_down_stabilization_seconds)
+    recent = [(at, count) for at, count in state.recommendations if now - at <= window]
+    return [*recent, (now, recommendation)]
+
+
 def remember(
     state: JobState, *, recommendation: int, now: datetime, config: SettleConfig
 ) -> JobState:
     """Keep this round's recommendation for the stabilisation window."""
-    window = timedelta(seconds=config.scale_down_stabilization_seconds)
-    recent = [(at, count) for at, count in state.recommendations if now - at <= window]
-    return state.model_copy(update={"recommendations": [*recent, (now, recommendation)]})
+    kept = recommendations(state, recommendation=recommendation, now=now, config=config)
+    return state.model_copy(update={"recommendations": kept})
 
 
 def limit_rescales(

@@ -67,8 +67,10 @@ class JobState(BaseModel):
     def last_decision(self) -> DecisionRecord | None:
         return self.decisions[-1] if self.decisions else None
 
-    def with_decision(self, record: DecisionRecord) -> "JobState":
-        return self.model_copy(update={"decisions": [*self.decisions[-(HISTORY - 1) :], record]})
+    def with_decision(self, record: DecisionRecord, **update: object) -> "JobState":
+        """The state with `record` as its latest decision, and `update` (in the same copy)."""
+        decisions = [*self.decisions[-(HISTORY - 1) :], record]
+        return self.model_copy(update={**update, "decisions": decisions})
 
     def to_json(self) -> str:
         return self.model_dump_json(exclude_defaults=True)

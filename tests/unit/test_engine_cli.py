@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.cli.engine_command import RoundHealth, freeze_survivors
+from autoscaler.cli.engine_command import RoundHealth, round_collections
 from autoscaler.policies.contract import JobSnapshot, Snapshot
 from tests.unit.test_cli import run
 
@@ -129,17 +129,22 @@ def test_the_leaders_health_follows_completed_rounds() -> None:
     assert short.ok()  # never less than a minute
 
 
-def test_after_a_round_garbage_is_collected_before_the_survivors_are_frozen() -> None:
+def test_a_round_runs_without_collections_and_its_garbage_is_collected_before_freezing() -> None:
     class Node:
         other: "Node"
 
-    kept, dropped = Node(), Node()
-    dropped.other = dropped  # a reference cycle: only the collector frees it
-    gone = weakref.ref(dropped)
-    del dropped
+    kept = Node()
     try:
-        freeze_survivors()
-        assert gone() is None  # collected, not frozen for good
+        with round_collections():
+            dropped = Node()
+            dropped.other = dropped  # a reference cycle: only the collector frees it
+            gone = weakref.ref(dropped)
+            del dropped
+            allocated = [Node() for _ in range(10 * gc.get_threshold()[0])]  # would start one
+            assert gone() is not None  # not collected during the round
+            del allocated
+        assert gone() is None  # collected after it, not frozen for good
+        assert gc.isenabled()
         assert gc.get_freeze_count() > 0
         assert gc.is_tracked(kept)
     finally:

@@ -13,7 +13,7 @@ from autoscaler.clients.prometheus import progress_by_job
 from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.engine import Engine
 from autoscaler.engine.ports import ManagedJob, Progress
-from autoscaler.engine.settle import account, settle
+from autoscaler.engine.settle import accounted, settle
 from autoscaler.engine.snapshot import job_snapshot
 from autoscaler.engine.state import JobState, Step
 from autoscaler.policies.contract import JobSnapshot, Snapshot
@@ -98,6 +98,10 @@ def test_invalid_annotations_warn_once_and_the_job_is_still_sized() -> None:
     assert "'-3' is not a positive number" in message
     assert "'1,x'" in message
     assert cluster.jobs()[0].replicas == 8  # sized as if the annotations were absent
+
+
+def account(job: ManagedJob, state: JobState, reading: float | None, **when: Any) -> JobState:
+    return state.model_copy(update=accounted(job, state, reading, **when))
 
 
 def test_samples_and_worker_seconds_accumulate_between_rounds() -> None:
