@@ -5,23 +5,24 @@
     python -m benchmarks.bench_scale --quick         # 200 jobs, 40 nodes, 60 s soak
 
 One run, one fresh control plane (no kubelet, scheduler or controller-manager: objects only).
-The operator runs as it is deployed, in a process of its own: a child process
-(`benchmarks/operator_process.py`) that answers the benchmark's questions over a pipe. So the
-engine's rounds share no interpreter with the operator.
+The components run as they are deployed, each in its own process: the operator in a child
+process (`benchmarks/operator_process.py`) that answers the benchmark's questions over a pipe,
+the engine in this process, and the engine's policy in the worker process `autoscaler engine`
+calls it in. So the engine's rounds share no interpreter with the operator.
 
 1. create N Nodes (allocatable cpu, memory, 8 `nvidia.com/gpu`; Ready written through the
    status subresource) and M elastic PyTorchJobs (min 1, max 4, one worker of one GPU), from a
    few threads;
 2. run the real operator in its process until every job's pod and service exist, then mark every
    worker pod Running through the status subresource, so the jobs become steady;
-3. run the real engine in this process (`Engine` with `KubeCluster`, built as
+3. run the real engine (`Engine` with `KubeCluster` and its policy worker, built as
    `autoscaler engine` builds it) for R rounds on a clock advanced by the engine's interval per
    round. Between two rounds the benchmark marks the pods the operator created for a rescale
    Running and waits for the operator to settle, as a kubelet and a real interval would allow;
 4. an operator resync of all M jobs, which should write nothing;
 5. an RSS soak: engine rounds every interval (real time now) with the operator running, for
-   `--soak-seconds`, sampling this process' RSS (the engine's, not the operator's) every
-   second.
+   `--soak-seconds`, sampling this process' RSS (the engine's, not the operator's or the policy
+   worker's) every second.
 
 Throughput is the only stand-in: `FixedCurves` answers every job with one fixed concave curve of
 its running workers. No Prometheus runs, so this measures the control-plane side of a round
@@ -59,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.api import coordinates as c
-from autoscaler.cli.engine_command import freeze_survivors, policy_from
+from autoscaler.cli.engine_command import freeze_survivors, policy_from, runner_from
 from autoscaler.clients.engine_cluster import NODES, KubeCluster
 from autoscaler.clients.kube import PODS, SERVICES, Kube, api_client
 from autoscaler.controller.runner import OWNED_SELECTOR, OperatorConfig
@@ -228,7 +229,8 @@ def engine_config(interval: float) -> EngineConfig:
 
 
 def build_engine(kube: Kube, config: EngineConfig) -> tuple[Engine, KubeCluster]:
-    """As `autoscaler engine` builds it, with `FixedCurves` for Prometheus and no metrics."""
+    """As `autoscaler engine` builds it (the policy in a worker process unless the config says
+    thread), with `FixedCurves` for Prometheus and no metrics."""
     name, policy = policy_from(config)
     reporting = reporting_of(policy)
     cluster = KubeCluster(kube, namespaces=config.namespaces)
@@ -240,6 +242,7 @@ def build_engine(kube: Kube, config: EngineConfig) -> tuple[Engine, KubeCluster]
         config=config,
         objective=reporting.objective,
         model=reporting.model,
+        runner=runner_from(config, name=name, policy=policy),
     )
     return engine, cluster
 
