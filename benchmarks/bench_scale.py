@@ -4,20 +4,25 @@
     python -m benchmarks.bench_scale                 # 5,000 jobs on 1,000 nodes (default)
     python -m benchmarks.bench_scale --quick         # 200 jobs, 40 nodes, 60 s soak
 
-One run, one fresh control plane (no kubelet, scheduler or controller-manager: objects only):
+One run, one fresh control plane (no kubelet, scheduler or controller-manager: objects only).
+The components run as they are deployed, each in its own process: the operator in a child
+process (`benchmarks/operator_process.py`) that answers the benchmark's questions over a pipe,
+the engine in this process, and the engine's policy in the worker process `autoscaler engine`
+calls it in. So the engine's rounds share no interpreter with the operator.
 
 1. create N Nodes (allocatable cpu, memory, 8 `nvidia.com/gpu`; Ready written through the
    status subresource) and M elastic PyTorchJobs (min 1, max 4, one worker of one GPU), from a
    few threads;
-2. run the real operator in-process until every job's pod and service exist, then mark every
+2. run the real operator in its process until every job's pod and service exist, then mark every
    worker pod Running through the status subresource, so the jobs become steady;
-3. run the real engine in-process (`Engine` with `KubeCluster`, built as `autoscaler engine`
-   builds it) for R rounds on a clock advanced by the engine's interval per round. Between two
-   rounds the benchmark marks the pods the operator created for a rescale Running and waits for
-   the operator to settle, as a kubelet and a real interval would allow;
+3. run the real engine (`Engine` with `KubeCluster` and its policy worker, built as
+   `autoscaler engine` builds it) for R rounds on a clock advanced by the engine's interval per
+   round. Between two rounds the benchmark marks the pods the operator created for a rescale
+   Running and waits for the operator to settle, as a kubelet and a real interval would allow;
 4. an operator resync of all M jobs, which should write nothing;
 5. an RSS soak: engine rounds every interval (real time now) with the operator running, for
-   `--soak-seconds`, sampling this process' RSS every second.
+   `--soak-seconds`, sampling this process' RSS (the engine's, not the operator's or the policy
+   worker's) every second.
 
 Throughput is the only stand-in: `FixedCurves` answers every job with one fixed concave curve of
 its running workers. No Prometheus runs, so this measures the control-plane side of a round
@@ -55,10 +60,10 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.api import coordinates as c
-from autoscaler.cli.engine_command import policy_from, round_collections
+from autoscaler.cli.engine_command import policy_from, round_collections, runner_from
 from autoscaler.clients.engine_cluster import NODES, KubeCluster
 from autoscaler.clients.kube import PODS, SERVICES, Kube, api_client
-from autoscaler.controller.runner import OWNED_SELECTOR, Operator, OperatorConfig
+from autoscaler.controller.runner import OWNED_SELECTOR, OperatorConfig
 from autoscaler.engine.config import EngineConfig, SettleConfig
 from autoscaler.engine.engine import Engine
 from autoscaler.engine.ports import JobKey, ManagedJob, Progress
@@ -69,12 +74,10 @@ from benchmarks.cluster import (
     install_crd,
     job_manifest,
     job_names,
-    noop_resync,
     run_threads,
-    start_operator,
-    wait_quiet,
 )
 from benchmarks.instruments import TimedKube, status_kb
+from benchmarks.operator_process import OperatorProcess
 from tests.support.controlplane import ControlPlane, binaries_dir
 from tests.support.polling import wait_for
 
@@ -89,6 +92,7 @@ INFORMERS = 3  # the engine's: jobs, nodes, pods
 EXTRA_REQUESTS = 2 * INFORMERS  # a re-watch and a re-list per informer may fall into a round
 SCALE_GET = ("GET", "pytorchjobs/{name}/scale")
 INFORMER_LISTS = (("GET", "pytorchjobs"), ("GET", "nodes"), ("GET", "pods"))
+OPERATOR_CONFIG = OperatorConfig(workers=4, resync_seconds=3600.0, watch_timeout=60)
 QUICK = {"jobs": 200, "nodes": 40, "soak_seconds": 60.0}
 
 
@@ -178,15 +182,10 @@ def elastic_job(name: str) -> JSON:
     return job
 
 
-def mark_pods_running(kube: Kube, op: Operator, *, threads: int) -> int:
+def mark_pods_running(kube: Kube, op: OperatorProcess, *, threads: int) -> int:
     """Every pending pod the operator's cache holds becomes Running (objects only); returns how
     many. The operator's informer then sees them and updates each job's active count."""
-    pending = [
-        pod["metadata"]["name"]
-        for pod in op.pods.items()
-        if (pod.get("status") or {}).get("phase", "Pending") == "Pending"
-        and not pod["metadata"].get("deletionTimestamp")
-    ]
+    pending = op.pending_pods()
     running = {"status": {"phase": "Running"}}
     run_threads(
         threads,
@@ -230,7 +229,8 @@ def engine_config(interval: float) -> EngineConfig:
 
 
 def build_engine(kube: Kube, config: EngineConfig) -> tuple[Engine, KubeCluster]:
-    """As `autoscaler engine` builds it, with `FixedCurves` for Prometheus and no metrics."""
+    """As `autoscaler engine` builds it (the policy in a worker process unless the config says
+    thread), with `FixedCurves` for Prometheus and no metrics."""
     name, policy = policy_from(config)
     reporting = reporting_of(policy)
     cluster = KubeCluster(kube, namespaces=config.namespaces)
@@ -242,6 +242,7 @@ def build_engine(kube: Kube, config: EngineConfig) -> tuple[Engine, KubeCluster]
         config=config,
         objective=reporting.objective,
         model=reporting.model,
+        runner=runner_from(config, name=name, policy=policy),
     )
     return engine, cluster
 
@@ -267,10 +268,10 @@ def one_round(engine: Engine, cluster: KubeCluster, kube: TimedKube, *, now: dat
     )
 
 
-def between_rounds(op: Operator, op_kube: Kube, bench: Kube, args: argparse.Namespace) -> None:
+def between_rounds(op: OperatorProcess, bench: Kube, args: argparse.Namespace) -> None:
     """What a kubelet and the interval do: new pods run, the operator catches up."""
     mark_pods_running(bench, op, threads=args.threads)
-    wait_quiet(op, op_kube, quiet=args.quiet, timeout=args.timeout)
+    op.wait_quiet(quiet=args.quiet, timeout=args.timeout)
 
 
 def timed_rounds(
@@ -278,8 +279,7 @@ def timed_rounds(
     cluster: KubeCluster,
     kube: TimedKube,
     *,
-    op: Operator,
-    op_kube: Kube,
+    op: OperatorProcess,
     bench: Kube,
     args: argparse.Namespace,
     start: datetime,
@@ -293,7 +293,7 @@ def timed_rounds(
             f"writes, {r.scale_gets} /scale GETs, {r.informer} informer, {r.rescaled} rescaled",
             flush=True,
         )
-        between_rounds(op, op_kube, bench, args)
+        between_rounds(op, bench, args)
         now += timedelta(seconds=engine.config.interval_seconds)
     return rounds, now
 
@@ -309,8 +309,7 @@ def soak(
     cluster: KubeCluster,
     kube: TimedKube,
     *,
-    op: Operator,
-    op_kube: Kube,
+    op: OperatorProcess,
     bench: Kube,
     args: argparse.Namespace,
     start: datetime,
@@ -331,7 +330,7 @@ def soak(
         round_began = time.monotonic()
         now = start + timedelta(seconds=round_began - began)
         out.rounds.append(one_round(engine, cluster, kube, now=now))
-        between_rounds(op, op_kube, bench, args)
+        between_rounds(op, bench, args)
         left = args.soak_seconds - (time.monotonic() - began)
         time.sleep(max(0.0, min(interval - (time.monotonic() - round_began), left)))
     stop.set()
@@ -360,14 +359,14 @@ def populate(admin: Kube, args: argparse.Namespace) -> float:
 
 
 def operator_until_steady(
-    op: Operator, op_kube: TimedKube, bench: Kube, args: argparse.Namespace
+    op: OperatorProcess, bench: Kube, args: argparse.Namespace
 ) -> dict[str, float]:
     """Until every job's pod and service exist (the caches, confirmed by a LIST), then until
     every pod runs and the operator has written what that changes."""
     out: dict[str, float] = {}
     started = time.perf_counter()
     wait_for(
-        lambda: len(op.pods.items()) >= args.jobs and len(op.services.items()) >= args.jobs,
+        lambda: min(op.cached_pods_and_services()) >= args.jobs,
         timeout=args.timeout,
         interval=0.5,
         what="every job's pod and service in the operator's caches",
@@ -380,14 +379,10 @@ def operator_until_steady(
         )
     out["created_seconds"] = time.perf_counter() - started
     marked = mark_pods_running(bench, op, threads=args.threads)
-    wait_quiet(op, op_kube, quiet=args.quiet, timeout=args.timeout)
+    op.wait_quiet(quiet=args.quiet, timeout=args.timeout)
     out["steady_seconds"] = time.perf_counter() - started
     out["marked_running"] = marked
-    out["jobs_active"] = sum(
-        ((j.get("status") or {}).get("replicaStatuses") or {}).get(c.WORKER, {}).get("active", 0)
-        >= 1
-        for j in op.jobs.items()
-    )
+    out["jobs_active"] = op.jobs_active()
     return out
 
 
@@ -570,61 +565,39 @@ def run(plane: ControlPlane, args: argparse.Namespace, clients: list[Kube]) -> S
         clients.append(kube)
         return kube
 
-    admin, op_kube, engine_kube = client(), client(), client()
+    admin, engine_kube = client(), client()
     install_crd(admin)
     create_namespace(admin, NAMESPACE)
     print(f"creating {args.nodes} nodes and {args.jobs} jobs ...", flush=True)
     setup: dict[str, float] = {"populate_seconds": populate(admin, args)}
 
     print("operator: until every pod exists, then runs ...", flush=True)
-    op = Operator(
-        op_kube, config=OperatorConfig(workers=4, resync_seconds=3600.0, watch_timeout=60)
-    )
-    op_thread, op_stop = start_operator(op)
-    setup |= operator_until_steady(op, op_kube, admin, args)
-
-    print(f"engine: {args.rounds} rounds ...", flush=True)
-    engine, cluster = build_engine(engine_kube, engine_config(args.interval))
-    try:
-        start = datetime.now(UTC)
-        rounds, clock = timed_rounds(
-            engine,
-            cluster,
-            engine_kube,
-            op=op,
-            op_kube=op_kube,
-            bench=admin,
-            args=args,
-            start=start,
-        )
-        print("operator: resync of every job ...", flush=True)
-        out: dict[str, Any] = {}
-        before, after = noop_resync(op, op_kube, args, out, jobs=len(op.jobs.items()))
-        resync = {
-            "writes": after["writes"] - before["writes"],
-            "passes": out["resync_passes"],
-            "seconds": out["resync_seconds"],
-            "events_dropped": cluster.recorder.dropped,
-        }
-        print(
-            f"soak: {args.soak_seconds:.0f} s of rounds every {args.interval:.0f} s ...", flush=True
-        )
-        gc.collect()
-        soaked = soak(
-            engine,
-            cluster,
-            engine_kube,
-            op=op,
-            op_kube=op_kube,
-            bench=admin,
-            args=args,
-            start=clock,
-        )
-    finally:
-        engine.close()
-        cluster.close()
-        op_stop.set()
-        op_thread.join(timeout=60)
+    with OperatorProcess.start(kubeconfig, OPERATOR_CONFIG) as op:
+        setup |= operator_until_steady(op, admin, args)
+        print(f"engine: {args.rounds} rounds ...", flush=True)
+        engine, cluster = build_engine(engine_kube, engine_config(args.interval))
+        try:
+            start = datetime.now(UTC)
+            rounds, clock = timed_rounds(
+                engine, cluster, engine_kube, op=op, bench=admin, args=args, start=start
+            )
+            print("operator: resync of every job ...", flush=True)
+            resynced = op.noop_resync(quiet=args.quiet, timeout=args.timeout)
+            resync = {
+                "writes": resynced.writes,
+                "passes": resynced.passes,
+                "seconds": resynced.seconds,
+                "events_dropped": cluster.recorder.dropped,
+            }
+            print(
+                f"soak: {args.soak_seconds:.0f} s of rounds every {args.interval:.0f} s ...",
+                flush=True,
+            )
+            gc.collect()
+            soaked = soak(engine, cluster, engine_kube, op=op, bench=admin, args=args, start=clock)
+        finally:
+            engine.close()
+            cluster.close()
     return report(args, setup, rounds, resync, soaked)
 
 

@@ -2,7 +2,8 @@
 
 A fresh real kube-apiserver + etcd comes from `tests/support/controlplane`; these helpers install
 the PyTorchJob CRD into it, create namespaces, count objects without holding them, run work in a
-few threads, and wait for the in-process operator to settle.
+few threads, and wait for an operator to settle. The operator helpers take the `Operator` itself,
+so they run in its process: bench_operator's, or bench_scale's operator process.
 """
 
 from __future__ import annotations
