@@ -10,10 +10,12 @@ the rescale is paid inside the optimisation, not filtered afterwards, and the mu
 knapsack over the chosen resource is solved exactly (`solver.solve_allocation`).
 """
 
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import Field, PositiveFloat
 
 from autoscaler.api import coordinates as c
@@ -32,11 +34,19 @@ from autoscaler.policies.solver import (
     greedy_allocation,
     solve_allocation,
 )
-from autoscaler.policies.speedup import JobCurve, current_count, job_curve, remaining_seconds
+from autoscaler.policies.speedup import (
+    JobCurve,
+    current_count,
+    job_curve,
+    remaining_samples,
+    seconds_to_finish,
+    speedup_over,
+)
 from autoscaler.policies.throughput_model import ThroughputModel
 from autoscaler.torchrun import RESCALE_STALL_SECONDS
 
 GPU = c.GPU_RESOURCE
+Bools = npt.NDArray[np.bool_]
 
 
 # A job is explored up to twice its largest observed count at once (or one more worker), valued
@@ -92,9 +102,7 @@ class GlobalOptimizer:
 
     def decide(self, snapshot: Snapshot, *, now: datetime) -> Sequence[Decision]:
         curves = [job_curve(job, model=self.config.model) for job in snapshot.jobs]
-        values = [
-            self._values(job, curve) for job, curve in zip(snapshot.jobs, curves, strict=True)
-        ]
+        values = self._all_values(snapshot.jobs, curves)
         lows = np.array([job.min_replicas for job in snapshot.jobs], dtype=np.int64)
         sizes = np.array([self._size(job) for job in snapshot.jobs], dtype=np.float64)
         try:
@@ -106,46 +114,75 @@ class GlobalOptimizer:
             )
         except InsufficientCapacity as error:
             return _smallest(snapshot.jobs, values=values, why=str(error))
+        why = self._why(allocation)
         return [
-            self._decision(job, curve, count=int(count), allocation=allocation)
+            self._decision(job, curve, count=int(count), why=why)
             for job, curve, count in zip(snapshot.jobs, curves, allocation.counts, strict=True)
         ]
 
     def _values(self, job: JobSnapshot, curve: JobCurve) -> Floats:
-        """Utility of every count; only the current count when nothing is known of the job."""
-        current = current_count(job) - job.min_replicas
-        if not curve.known:
-            values = np.full(len(curve.throughput), -np.inf)
-            values[current] = 0.0
-            return values
-        restart = (
-            job.restart_seconds if job.restart_seconds is not None else self.config.restart_seconds
-        )
+        """Utility of every count of one job (`_all_values` of a single job)."""
+        return self._all_values([job], [curve])[0]
+
+    def _all_values(self, jobs: Sequence[JobSnapshot], curves: Sequence[JobCurve]) -> list[Floats]:
+        """Utility of every count of every job; only the current count when nothing is known of
+        a job. Known jobs are valued a table at a time, one row per job, the jobs of a table
+        with count ranges equally long: a numpy call costs microseconds whatever its size, and
+        valued job by job, arrays of a few counts took 0.36-0.40 s of a 5,000-job round (as
+        tables 0.01-0.02 s)."""
+        alike: dict[int, list[int]] = defaultdict(list)
+        for index, curve in enumerate(curves):
+            if curve.known:
+                alike[len(curve.throughput)].append(index)
+        valued: dict[int, Floats] = {}
+        for indices in alike.values():
+            table = self._table([jobs[i] for i in indices], [curves[i] for i in indices])
+            valued.update(zip(indices, table, strict=True))
+        return [
+            valued[index] if index in valued else _staying(job, curve)
+            for index, (job, curve) in enumerate(zip(jobs, curves, strict=True))
+        ]
+
+    def _table(self, jobs: Sequence[JobSnapshot], curves: Sequence[JobCurve]) -> Floats:
+        """Utility of every count (columns) of known jobs whose ranges are equally long (rows)."""
+        throughput = np.array([curve.throughput for curve in curves], dtype=np.float64)
+        speedup = speedup_over(throughput, throughput[:, :1])
+        rows = np.arange(len(jobs))
+        current = np.array([current_count(job) - job.min_replicas for job in jobs])
+        restarts = [self._restart(job) for job in jobs]
+        weights = _column([job.weight for job in jobs])
         objective = self.config.objective
         if objective.over_remaining_time:
-            seconds = remaining_seconds(job, curve)
-            stalls = self._stalls(seconds, restart=restart)
-            stalls[current] = 0.0
-            values = objective.utility(seconds + stalls, weight=job.weight)
+            samples = [
+                remaining_samples(job, curve) for job, curve in zip(jobs, curves, strict=True)
+            ]
+            seconds = seconds_to_finish(_column(samples), throughput)
+            stalls = self._stalls(seconds, restarts=restarts)
+            stalls[rows, current] = 0.0
+            values = objective.utility(seconds + stalls, weight=weights)
         else:
-            kept = max(0.0, 1.0 - restart / self.config.horizon_seconds)
-            factors = np.full(len(curve.throughput), kept)
-            factors[current] = 1.0
-            speedup = np.nan_to_num(curve.speedup, nan=0.0) * factors
-            values = objective.utility(speedup, weight=job.weight)
-        counts = np.arange(job.min_replicas, job.max_replicas + 1)
-        forbidden = np.isnan(curve.speedup) | ~np.array([job.allows(int(n)) for n in counts])
-        values[forbidden] = -np.inf
-        if not np.isfinite(values).any():  # nothing allowed is known yet: stay
-            values[current] = 0.0
+            horizon = self.config.horizon_seconds
+            kept = [max(0.0, 1.0 - restart / horizon) for restart in restarts]
+            factors = np.repeat(_column(kept), throughput.shape[1], axis=1)
+            factors[rows, current] = 1.0
+            values = objective.utility(np.nan_to_num(speedup, nan=0.0) * factors, weight=weights)
+        values[np.isnan(speedup) | ~_allowed(jobs, width=throughput.shape[1])] = -np.inf
+        stuck = ~np.isfinite(values).any(axis=1)  # nothing allowed is known yet: stay
+        values[rows[stuck], current[stuck]] = 0.0
         return values
 
-    def _stalls(self, seconds: Floats, *, restart: float) -> Floats:
-        """What a rescale adds to a job's remaining time: its stall, or, for a job that outlasts
-        the horizon, the horizon's share lost to the stall (a new count is only expected to last
-        that long, so a gain must be worth a restart within it)."""
-        training = max(self.config.horizon_seconds - restart, restart)
-        return restart * np.maximum(1.0, np.nan_to_num(seconds, nan=0.0) / training)
+    def _restart(self, job: JobSnapshot) -> float:
+        own = job.restart_seconds
+        return own if own is not None else self.config.restart_seconds
+
+    def _stalls(self, seconds: Floats, *, restarts: Sequence[float]) -> Floats:
+        """What a rescale adds to each job's (rows) remaining time: its stall, or, for a job that
+        outlasts the horizon, the horizon's share lost to the stall (a new count is only expected
+        to last that long, so a gain must be worth a restart within it)."""
+        horizon = self.config.horizon_seconds
+        training = [max(horizon - restart, restart) for restart in restarts]
+        lost = np.maximum(1.0, np.nan_to_num(seconds, nan=0.0) / _column(training))
+        return _column(restarts) * lost
 
     def _size(self, job: JobSnapshot) -> float:
         return job.resources_per_replica.get(self.config.resource, 0.0)
@@ -156,18 +193,20 @@ class GlobalOptimizer:
         )
         return snapshot.capacity.get(self.config.resource, unlimited)
 
-    def _decision(
-        self, job: JobSnapshot, curve: JobCurve, *, count: int, allocation: Allocation
-    ) -> Decision:
+    def _decision(self, job: JobSnapshot, curve: JobCurve, *, count: int, why: str) -> Decision:
         if not curve.known:
             return _keep(job, "NoThroughputData", "no throughput observed yet: keeping the count")
-        gap = f", gap {allocation.gap:.2%}" if allocation.gap > 0 else ""
+        predicted = curve.at(count)
         message = (
-            f"{count} workers: predicted {curve.at(count):.4g} samples/s, speedup"
-            f" {curve.at(count) / curve.throughput[0]:.3g} over {job.min_replicas}"
-            f" ({self.config.objective.kind} objective{gap})"
+            f"{count} workers: predicted {predicted:.4g} samples/s, speedup"
+            f" {predicted / curve.throughput[0]:.3g} over {job.min_replicas} {why}"
         )
         return Decision(job.namespace, job.name, count, self.reason, message)
+
+    def _why(self, allocation: Allocation) -> str:
+        """The end of every decision's message: the objective, and the gap if not optimal."""
+        gap = f", gap {allocation.gap:.2%}" if allocation.gap > 0 else ""
+        return f"({self.config.objective.kind} objective{gap})"
 
 
 def _smallest(jobs: Sequence[JobSnapshot], *, values: Sequence[Floats], why: str) -> list[Decision]:
@@ -179,6 +218,27 @@ def _smallest(jobs: Sequence[JobSnapshot], *, values: Sequence[Floats], why: str
                  "InsufficientCapacity", message)
         for job, v in zip(jobs, values, strict=True)
     ]  # fmt: skip
+
+
+def _staying(job: JobSnapshot, curve: JobCurve) -> Floats:
+    """Nothing known of the job: only its current count has a value."""
+    values = np.full(len(curve.throughput), -np.inf)
+    values[current_count(job) - job.min_replicas] = 0.0
+    return values
+
+
+def _allowed(jobs: Sequence[JobSnapshot], *, width: int) -> Bools:
+    """Whether each job (rows) may run at each count of its range (columns)."""
+    allowed = np.ones((len(jobs), width), dtype=np.bool_)
+    for row, job in enumerate(jobs):
+        if job.allowed_replicas is not None:  # else every count within its bounds
+            counts = range(job.min_replicas, job.max_replicas + 1)
+            allowed[row] = [job.allows(count) for count in counts]
+    return allowed
+
+
+def _column(numbers: Sequence[float]) -> Floats:
+    return np.array(numbers, dtype=np.float64)[:, None]
 
 
 def _keep(job: JobSnapshot, reason: str, message: str) -> Decision:

@@ -66,8 +66,9 @@ class Objective(BaseModel):
                 return np.power(quantity, self.exponent)
             return quantity
 
-    def utility(self, quantity: Floats, *, weight: float) -> Floats:
-        """What a maximiser adds up: ±w·term(x); -inf where the term has no finite value."""
+    def utility(self, quantity: Floats, *, weight: float | Floats) -> Floats:
+        """What a maximiser adds up: ±w·term(x); -inf where the term has no finite value.
+        Elementwise: a table of jobs (rows) by counts takes a column of weights."""
         terms = weight * self.term(np.asarray(quantity, dtype=np.float64))
         utility = -terms if self.minimised else terms
         return np.where(np.isfinite(utility), utility, -np.inf)

@@ -1,5 +1,6 @@
 """Each job's throughput curve over its allowed counts, and speedups relative to its minimum."""
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -23,16 +24,22 @@ class JobCurve:
 
     @property
     def known(self) -> bool:
-        return bool(np.isfinite(self.throughput[0]) and self.throughput[0] > 0)
+        smallest = float(self.throughput[0])
+        return math.isfinite(smallest) and smallest > 0
 
     @property
     def speedup(self) -> Floats:
-        return np.asarray(self.throughput / self.throughput[0], dtype=np.float64)
+        return speedup_over(self.throughput, self.throughput[0])
 
     def at(self, count: int) -> float:
         index = count - self.low
         inside = 0 <= index < len(self.throughput)
         return float(self.throughput[index]) if inside else float("nan")
+
+
+def speedup_over(throughput: Floats, smallest: Floats | float) -> Floats:
+    """Throughput relative to the throughput at the job's minimum count (arrays broadcast)."""
+    return np.asarray(throughput / smallest, dtype=np.float64)
 
 
 def job_curve(job: JobSnapshot, *, model: ThroughputModel) -> JobCurve:
@@ -70,8 +77,13 @@ def remaining_samples(job: JobSnapshot, curve: JobCurve) -> float:
 def remaining_seconds(job: JobSnapshot, curve: JobCurve) -> Floats:
     """Expected seconds to finish at every count of the curve, at its throughput there (NaN
     where the count may not be chosen); at least a second, so that no term is infinite."""
+    return seconds_to_finish(remaining_samples(job, curve), curve.throughput)
+
+
+def seconds_to_finish(samples: Floats | float, throughput: Floats) -> Floats:
+    """`remaining_seconds` from the samples left and the throughput (arrays broadcast)."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        seconds = remaining_samples(job, curve) / curve.throughput
+        seconds = samples / throughput
     return np.where(np.isnan(seconds), np.nan, np.maximum(seconds, 1.0))
 
 
@@ -99,15 +111,19 @@ def objective_value(
     left out of the sum. `fitted`: the snapshot's curves when the caller has them already.
     """
     fitted = fitted if fitted is not None else curves(snapshot, model=model)
-    quantities, weights = [], []
+    scored = []
     for job in snapshot.jobs:
         curve = fitted[job.key]
         count = replicas.get(job.key, job.replicas)
         if curve.known and np.isfinite(curve.at(count)):
-            index = count - curve.low
-            per_job = (
-                remaining_seconds(job, curve) if objective.over_remaining_time else curve.speedup
-            )
-            quantities.append(per_job[index])
-            weights.append(job.weight)
-    return objective.value(np.array(quantities), weights=np.array(weights))
+            scored.append((job, curve, curve.throughput[count - curve.low]))
+    # One array operation over all jobs (not one per job: a round sums thousands).
+    at = np.array([throughput for _, _, throughput in scored], dtype=np.float64)
+    if objective.over_remaining_time:
+        samples = np.array([remaining_samples(job, curve) for job, curve, _ in scored])
+        quantities = seconds_to_finish(samples, at)
+    else:
+        smallest = np.array([curve.throughput[0] for _, curve, _ in scored], dtype=np.float64)
+        quantities = speedup_over(at, smallest)
+    weights = np.array([job.weight for job, _, _ in scored])
+    return objective.value(quantities, weights=weights)

@@ -12,6 +12,7 @@ Old points decay with a half-life; a prior (near-linear scaling with a sync over
 `prior_weight` observations, so one point already gives a curve, and data soon outweighs it.
 """
 
+import math
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Literal
@@ -103,7 +104,7 @@ def curve(
     exploration bound (largest observed + step, or times factor) get NaN: nobody may size a job
     there yet.
     """
-    usable = tuple(sorted((n, t) for n, t in points.items() if np.isfinite(t) and t > 0))
+    usable = tuple(sorted((n, t) for n, t in points.items() if math.isfinite(t) and t > 0))
     fitted = _curve(usable, tuple(sorted(ages.items())), low, high, model)
     return np.array(fitted, dtype=np.float64)
 
