@@ -29,16 +29,18 @@ its running workers. No Prometheus runs, so this measures the control-plane side
 (informer caches, policy, settle, `/scale` writes, state annotations, Events), not query time.
 
 Requests per round are the engine Kube's requests between a round's start and the moment its
-Events were sent. The `/scale` GET before each `/scale` PUT is part of that write (the
-optimistic-concurrency read). The engine's informers (jobs, nodes, pods) LIST and WATCH on their
-own threads: each watch counts as one request when it opens (as `Kube.watch` counts it); their
-first LIST and WATCH, in round 1, are reported apart, and later re-watches or re-lists that fall
-into a round stay in its count. That is the target's constant, `EXTRA_REQUESTS`: each watch
-asks the server to end it after `WATCH_SECONDS` (300 s), so a round shorter than that re-opens
-each watch at most once, and a re-list follows only a watch that expired (410) or broke: at most
-one of each per informer and round. Writes go out from the engine's writer threads, all through
-the one counted Kube. Always exits 0 unless the benchmark itself breaks; a missed target prints
-MISSED.
+Events were sent. A `/scale` write is one PUT under the resourceVersion the engine's informer
+read; only a PUT refused with 409 (the job changed since) is followed by a `/scale` GET and a
+PUT under the read's version, and that GET is part of the write (the read half of its retry; the
+refused PUT counts as a write). The engine's informers (jobs, nodes, pods) LIST and WATCH on
+their own threads: each watch counts as one request when it opens (as `Kube.watch` counts it);
+their first LIST and WATCH, in round 1, are reported apart, and later re-watches or re-lists
+that fall into a round stay in its count. That is the target's constant, `EXTRA_REQUESTS`: each
+watch asks the server to end it after `WATCH_SECONDS` (300 s), so a round shorter than that
+re-opens each watch at most once, and a re-list follows only a watch that expired (410) or
+broke: at most one of each per informer and round. Writes go out from the engine's writer
+threads, all through the one counted Kube. Always exits 0 unless the benchmark itself breaks; a
+missed target prints MISSED.
 """
 
 from __future__ import annotations
@@ -202,14 +204,15 @@ def mark_pods_running(kube: Kube, op: OperatorProcess, *, threads: int) -> int:
 class Round:
     seconds: float
     requests: int  # every request of the engine's Kube, informers' included
-    writes: int  # PUT /scale, PATCH of the state annotation, POST of Events
-    scale_gets: int  # the read before each /scale write
+    writes: int  # PUT /scale (refused ones too), PATCH of the state annotation, POST of Events
+    scale_gets: int  # the reads of /scale writes retried after a 409
     informer: int  # informer LISTs and WATCH opens
     rescaled: int  # jobs whose count was written
 
     @property
     def excess(self) -> int:
-        """Requests beyond the writes, counting each /scale GET+PUT as one write's two halves."""
+        """Requests beyond the writes and the /scale reads that follow refused writes (each
+        such GET and the PUT after it are the retry of one write)."""
         return self.requests - self.writes - self.scale_gets
 
 
@@ -463,7 +466,8 @@ def report(
     f.row("round time, rounds that wrote", _times([r for r in steady if r.writes]))
     f.row(
         "requests/round (mean)",
-        f"{s.requests:.1f} ({statistics.mean(r.scale_gets for r in steady):.1f} /scale GETs, "
+        f"{s.requests:.1f} ({statistics.mean(r.scale_gets for r in steady):.1f} /scale GETs "
+        "after a 409, "
         f"{statistics.mean(r.informer for r in steady):.1f} informer)",
     )
     f.row(

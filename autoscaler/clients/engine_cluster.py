@@ -1,9 +1,9 @@
 """The engine's `Cluster` on Kubernetes: jobs, capacity, `/scale` writes, state, Events.
 
 Jobs, nodes and pods come from informers (one LIST, then a watch each), started by the first
-round, so a round reads memory: its requests are its writes plus the `/scale` reads before them,
-however many jobs and pods the cluster has (client-go's shared informers, as the HPA controller
-and kube-scheduler keep them).
+round, so a round reads memory: its requests are its writes plus a `/scale` read for each write
+that met a job changed since the informer read it, however many jobs and pods the cluster has
+(client-go's shared informers, as the HPA controller and kube-scheduler keep them).
 """
 
 import logging
@@ -171,8 +171,30 @@ class KubeCluster:
         return not (worker and job in self._engine_jobs)
 
     def scale(self, job: ManagedJob, *, replicas: int) -> ScaleResult:
-        """PUT /scale if the job still has the count the decision was made from; retry conflicts."""
+        """Write the count if the job still has the one the decision was made from (`job.replicas`).
+
+        One request while the job is as the informer read it: a PUT of the Scale under that
+        resourceVersion, which the API server makes a precondition on the job itself. Upstream,
+        k8s.io/apiextensions-apiserver v0.36.3 pkg/registry/customresource/etcd.go: the scale
+        update (scaleUpdatedObjectInfo.UpdatedObject) sets a non-empty Scale resourceVersion on
+        the custom resource; k8s.io/apiserver v0.36.3 pkg/registry/generic/registry/store.go then
+        answers 409 Conflict when it is not the stored one. On that 409 (the job changed since:
+        the operator's status write, say), or with no version known, read /scale and write under
+        the read's version, so a count changed meanwhile is still never written over."""
         path = JOBS.path(job.namespace, job.name, "scale")
+        if job.resource_version:  # empty, the PUT would be unconditional: never sent so
+            try:
+                written = self.kube.request("PUT", path, body=scale_body(job, replicas=replicas))
+                return ScaleResult(written=True, replicas=int(written["spec"]["replicas"]))
+            except ConflictError:
+                pass  # what changed may be the count: only a fresh read tells
+            except (NotFoundError, ApiException) as error:
+                return ScaleResult(written=False, replicas=job.replicas, error=_describe(error))
+        return self._read_compare_write(job, path, replicas=replicas)
+
+    def _read_compare_write(self, job: ManagedJob, path: str, *, replicas: int) -> ScaleResult:
+        """GET /scale, refuse if its count is not `job.replicas`, else PUT it back under the
+        read's resourceVersion; a conflict (written meanwhile) is retried from a fresh read."""
         for _ in range(SCALE_ATTEMPTS):
             try:
                 scale = self.kube.request("GET", path)
@@ -191,7 +213,9 @@ class KubeCluster:
             except (NotFoundError, ApiException) as error:
                 return ScaleResult(written=False, replicas=job.replicas, error=_describe(error))
         return ScaleResult(
-            written=False, replicas=job.replicas, error=f"{SCALE_ATTEMPTS} write conflicts in a row"
+            written=False,
+            replicas=job.replicas,
+            error=f"{SCALE_ATTEMPTS} write conflicts in a row after reading /scale",
         )
 
     def save_state(self, job: ManagedJob, *, state: str) -> None:
@@ -242,6 +266,20 @@ def free_capacity(
             if name in totals:
                 totals[name] -= amount
     return {name: max(0.0, amount) for name, amount in totals.items()}, skipped
+
+
+def scale_body(job: ManagedJob, *, replicas: int) -> JSON:
+    """The job's autoscaling/v1 Scale asking for `replicas`, under the version it was read at."""
+    return {
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": {
+            "name": job.name,
+            "namespace": job.namespace,
+            "resourceVersion": job.resource_version,
+        },
+        "spec": {"replicas": replicas},
+    }
 
 
 def _ignore(kind: str, obj: JSON) -> None:

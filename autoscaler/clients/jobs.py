@@ -38,6 +38,7 @@ def managed_job(obj: JSON) -> ManagedJob | None:
         namespace=metadata.get("namespace", ""),
         name=metadata["name"],
         uid=metadata.get("uid", ""),
+        resource_version=metadata.get("resourceVersion", ""),
         min_replicas=low,
         max_replicas=high,
         replicas=replicas,

@@ -1,7 +1,12 @@
 """The engine's `Cluster` on the real API server: which jobs it sizes, the capacity it measures,
-`/scale` writes (stale counts refused, real write conflicts retried), state and Events."""
+`/scale` writes (one request under the informer's version, stale counts refused, real write
+conflicts retried), state and Events."""
 
-from collections.abc import Iterator
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -9,8 +14,8 @@ from kubernetes import client
 
 from autoscaler.api import coordinates as c
 from autoscaler.clients.engine_cluster import KubeCluster
-from autoscaler.clients.kube import JOBS, Kube, api_client
-from autoscaler.engine.ports import Owner
+from autoscaler.clients.kube import JOBS, ConflictError, Kube, api_client
+from autoscaler.engine.ports import ManagedJob, Owner
 from tests.integration.test_operator import Cluster, elastic_job
 from tests.support.controlplane import ControlPlane
 from tests.support.polling import wait_for
@@ -130,52 +135,103 @@ def gpu_pod(name: str, *, labels: dict[str, str]) -> JSON:
 
 
 def _check_scale(cluster: KubeCluster, *, kube: Kube, namespace: str) -> None:
-    [job] = [job for job in cluster.jobs() if job.name == "engine-owned"]
-    written = cluster.scale(job, replicas=3)
+    """A write under the informer's current version is one request; under a stale one it reads
+    /scale after the 409 and writes only if the count is still the one decided from; with no
+    version it reads first, and a conflict on that write is retried from a fresh read."""
+    job = current(cluster, kube=kube, namespace=namespace)
+    with requests_sent(kube) as sent:
+        written = cluster.scale(job, replicas=3)
     assert (written.written, written.replicas, written.error) == (True, 3, "")
-    stale = cluster.scale(job, replicas=2)  # decided from 1, but the job has 3 now
+    assert sent == [("PUT", "ok")]  # one request: the Scale under the informer's version
+    with requests_sent(kube) as sent:
+        stale = cluster.scale(job, replicas=2)  # decided from 1, but the job has 3 now
     assert (stale.written, stale.replicas) == (False, 3)
     assert "changed to 3" in stale.error
-    wait_for(lambda: engine_owned(cluster).replicas == 3, what="the write in the engine's cache")
-    job = engine_owned(cluster)
-    puts = _conflict_on_first_put(kube, namespace=namespace)
-    retried = cluster.scale(job, replicas=4)
-    assert (retried.written, retried.replicas) == (True, 4)
-    assert puts == ["conflict", "written"]  # the real API server refused the stale write once
-    cluster.save_state(job, state='{"rescales": 2}')
+    assert sent == [("PUT", "conflict"), ("GET", "ok")]  # the count read, nothing written
+    assert worker_replicas(kube, namespace) == 3
+    job = current(cluster, kube=kube, namespace=namespace)
+    touch(kube, namespace)  # someone else writes the job: its version moves, its count stays
+    with requests_sent(kube) as sent:
+        after_touch = cluster.scale(job, replicas=4)
+    assert (after_touch.written, after_touch.replicas) == (True, 4)
+    assert sent == [("PUT", "conflict"), ("GET", "ok"), ("PUT", "ok")]
+    job = current(cluster, kube=kube, namespace=namespace)
+    unknown = dataclasses.replace(job, resource_version="")  # no version: read /scale first
+    with requests_sent(kube, before_first_put=lambda: touch(kube, namespace)) as sent:
+        retried = cluster.scale(unknown, replicas=2)
+    assert (retried.written, retried.replicas) == (True, 2)
+    # the real API server refused the write under the read's version once, then took it
+    assert sent == [("GET", "ok"), ("PUT", "conflict"), ("GET", "ok"), ("PUT", "ok")]
+    cluster.save_state(job, state='{"rescales": 3}')
     annotations = kube.get(JOBS, namespace, "engine-owned")["metadata"]["annotations"]
-    assert annotations[c.ANNOTATION_STATE] == '{"rescales": 2}'
-    cluster.event(job, reason="Rescaled", message="3 -> 4 workers")
+    assert annotations[c.ANNOTATION_STATE] == '{"rescales": 3}'
+    cluster.event(job, reason="Rescaled", message="4 -> 2 workers")
     wait_for(lambda: "Rescaled" in engine_events(kube, namespace), what="the engine's Event")
 
 
-def engine_owned(cluster: KubeCluster) -> Any:
+def engine_owned(cluster: KubeCluster) -> ManagedJob:
     [job] = [job for job in cluster.jobs() if job.name == "engine-owned"]
     return job
 
 
-def _conflict_on_first_put(kube: Kube, *, namespace: str) -> list[str]:
-    """Make the API server answer the next /scale PUT with 409: someone else writes the job
-    between the engine's read and its write."""
-    outcomes: list[str] = []
-    send = kube.request
+def current(cluster: KubeCluster, *, kube: Kube, namespace: str) -> ManagedJob:
+    """The engine's view of the job once its informer has the job's latest version."""
+    wait_for(
+        lambda: engine_owned(cluster).resource_version == job_version(kube, namespace),
+        what="the job's latest version in the engine's cache",
+    )
+    return engine_owned(cluster)
+
+
+def job_version(kube: Kube, namespace: str) -> str:
+    return str(kube.get(JOBS, namespace, "engine-owned")["metadata"]["resourceVersion"])
+
+
+def worker_replicas(kube: Kube, namespace: str) -> int:
+    job = kube.get(JOBS, namespace, "engine-owned")
+    return int(job["spec"]["pytorchReplicaSpecs"][c.WORKER]["replicas"])
+
+
+def touch(kube: Kube, namespace: str) -> None:
+    """A write by someone else that leaves the count alone (its resourceVersion moves)."""
+    patch = {"metadata": {"annotations": {"touched": str(time.monotonic())}}}
+    kube.merge_patch(JOBS, namespace, "engine-owned", patch)
+
+
+@contextmanager
+def requests_sent(
+    kube: Kube, *, before_first_put: Callable[[], object] | None = None
+) -> Iterator[list[tuple[str, str]]]:
+    """The requests `kube` sends from this thread meanwhile, as (method, "ok" | "conflict"):
+    the informers' and the Event recorder's threads are left out. `before_first_put` runs just
+    before the first PUT is sent (another writer between a read and its write)."""
+    sent: list[tuple[str, str]] = []
+    send, caller = kube.request, threading.get_ident()
+    pending = [before_first_put] if before_first_put else []
+    interfering = threading.Event()  # the other writer's requests are not the engine's
 
     def request(method: str, path: str, **options: Any) -> JSON:
-        if method == "PUT" and path.endswith("/scale") and not outcomes:
-            patch = {"metadata": {"annotations": {"touched": "by someone else"}}}
-            kube.merge_patch(JOBS, namespace, "engine-owned", patch)
+        if threading.get_ident() != caller or interfering.is_set():
+            return send(method, path, **options)
+        if method == "PUT" and pending:
+            interfering.set()
             try:
-                return send(method, path, **options)
-            except Exception:
-                outcomes.append("conflict")
-                raise
-        result = send(method, path, **options)
-        if method == "PUT":
-            outcomes.append("written")
+                pending.pop()()
+            finally:
+                interfering.clear()
+        try:
+            result = send(method, path, **options)
+        except ConflictError:
+            sent.append((method, "conflict"))
+            raise
+        sent.append((method, "ok"))
         return result
 
     kube.request = request  # type: ignore[method-assign]
-    return outcomes
+    try:
+        yield sent
+    finally:
+        del kube.request  # the class's own again
 
 
 def engine_events(kube: Kube, namespace: str) -> list[str]:

@@ -471,7 +471,8 @@ def test_concurrent_writer_causes_conflicts_and_no_update_is_lost(
         stack.enter_context(training(env.api, cluster, prometheus, "grow"))
         writer = stack.enter_context(LabelWriter(env.api, env.ns, "grow"))
         # Besides the writer's own pace, a write just before each of the first two /scale and
-        # /status writes: each meets a job changed since it was read, a 409 at least twice.
+        # /status writes: each meets a job changed since it was read (for the engine's first
+        # PUT of a rescale, read by its informer; for a retry, by its GET), a 409 at least twice.
         engine_proxy.interfere_on(scale_writes, writer.write, times=2)
         operator_proxy.interfere_on(status_writes, writer.write, times=2)
         stack.enter_context(

@@ -11,7 +11,9 @@ from autoscaler.clients.jobs import managed_job
 from autoscaler.engine.ports import ManagedJob, Owner
 
 
-def job(labels: dict[str, str] | None = None, **policy: Any) -> ManagedJob:
+def job(
+    labels: dict[str, str] | None = None, *, metadata: dict[str, str] | None = None, **policy: Any
+) -> ManagedJob:
     found = managed_job(
         {
             "metadata": {
@@ -19,6 +21,7 @@ def job(labels: dict[str, str] | None = None, **policy: Any) -> ManagedJob:
                 "namespace": "n",
                 "creationTimestamp": "2026-11-30T00:00:00Z",
                 "labels": labels or {},
+                **(metadata or {}),
             },
             "spec": {
                 "elasticPolicy": {"minReplicas": 1, "maxReplicas": 4, **policy},
@@ -78,3 +81,17 @@ METRICS = [{"type": "Resource", "resource": {"name": "cpu"}}]
 )
 def test_one_owner_per_job(labels: dict[str, str], policy: dict[str, Any], owner: Owner) -> None:
     assert job(labels, **policy).owner is owner
+
+
+@pytest.mark.parametrize(
+    ("metadata", "version"),
+    [
+        ({"resourceVersion": "4711"}, "4711"),  # as the informer read it: the /scale precondition
+        ({}, ""),  # none known: the write reads /scale first
+    ],
+    ids=["read", "missing"],
+)
+def test_the_engine_keeps_the_version_it_read_the_job_at(
+    metadata: dict[str, str], version: str
+) -> None:
+    assert job(metadata=metadata).resource_version == version
