@@ -120,10 +120,6 @@ class GlobalOptimizer:
             for job, curve, count in zip(snapshot.jobs, curves, allocation.counts, strict=True)
         ]
 
-    def _values(self, job: JobSnapshot, curve: JobCurve) -> Floats:
-        """Utility of every count of one job (`_all_values` of a single job)."""
-        return self._all_values([job], [curve])[0]
-
     def _all_values(self, jobs: Sequence[JobSnapshot], curves: Sequence[JobCurve]) -> list[Floats]:
         """Utility of every count of every job; only the current count when nothing is known of
         a job. Known jobs are valued a table at a time, one row per job, the jobs of a table

@@ -232,7 +232,7 @@ def test_the_optimizer_stays_exact_with_allowed_counts() -> None:
     optimizer = GlobalOptimizer(GlobalOptimizerConfig(restart_seconds=0))
     snapshot = Snapshot(capacity={GPU: 14}, jobs=jobs)
     chosen = {d.name: d.replicas for d in optimizer.decide(snapshot, now=NOW)}
-    rows = [optimizer._values(j, job_curve(j, model=optimizer.config.model)) for j in jobs]
+    rows = optimizer._all_values(jobs, [job_curve(j, model=optimizer.config.model) for j in jobs])
     best = max(
         (combo for combo in itertools.product(*allowed) if sum(combo) <= 14),
         key=lambda combo: sum(rows[i][n - 1] for i, n in enumerate(combo)),
