@@ -9,7 +9,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 log = logging.getLogger(__name__)
-HISTORY = 5  # decisions kept per job (for `explain`); about 0.5 KB each
+HISTORY = 5  # different decisions kept per job (for `explain`); about 0.5 KB each
 
 
 class Point(BaseModel):
@@ -41,7 +41,18 @@ class DecisionRecord(BaseModel):
     message: str
     steps: list[Step] = []
     written: bool = False
-    objective: float | None = None  # of the whole round's settled counts
+    objective: float | None = None  # of the whole round's settled counts, in `time`'s round
+
+    def repeats(self, earlier: "DecisionRecord") -> bool:
+        """The same decision as `earlier`, taken again in a later round without a write."""
+        return not self.written and _decided(self) == _decided(earlier)
+
+
+def _decided(record: DecisionRecord) -> tuple[object, ...]:
+    """What a decision decided: all but when it was made and the round's objective."""
+    steps = tuple((s.name, s.replicas, s.reason, s.message) for s in record.steps)
+    return (record.policy, record.proposed, record.replicas, record.reason, record.message,
+            record.written, steps)  # fmt: skip
 
 
 class JobState(BaseModel):
@@ -61,14 +72,22 @@ class JobState(BaseModel):
     attained_seconds: float = 0.0
     accounted_at: datetime | None = None
     recommendations: list[tuple[datetime, int]] = []
-    decisions: list[DecisionRecord] = []  # the latest few, newest last
+    decisions: list[DecisionRecord] = []  # the latest few different ones, newest last
 
     @property
     def last_decision(self) -> DecisionRecord | None:
         return self.decisions[-1] if self.decisions else None
 
     def with_decision(self, record: DecisionRecord, **update: object) -> "JobState":
-        """The state with `record` as its latest decision, and `update` (in the same copy)."""
+        """The state with `record` as its latest decision, and `update` (in the same copy). A
+        decision that repeats the latest is not stored again: the history holds the latest
+        few different decisions, each as of the round it was first made. A job's decision
+        mostly repeats from round to round, and storing each repeat made a 5,000-job round keep
+        5,000 new records (about 100,000 objects for the collector after the round: 45-78 ms of
+        its 88-109 ms on an in-memory cluster) for a history of five copies of one decision."""
+        last = self.last_decision
+        if last is not None and record.repeats(last):
+            return self.model_copy(update=update)
         decisions = [*self.decisions[-(HISTORY - 1) :], record]
         return self.model_copy(update={**update, "decisions": decisions})
 

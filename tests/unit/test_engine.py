@@ -3,6 +3,7 @@
 import copy
 import dataclasses
 import threading
+from itertools import pairwise
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -14,7 +15,7 @@ from autoscaler.engine.engine import Engine
 from autoscaler.engine.policy_runner import RunResult
 from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
 from autoscaler.engine.report import RoundReport
-from autoscaler.engine.state import JobState
+from autoscaler.engine.state import HISTORY, JobState
 from autoscaler.observability.decision_log import DecisionLog, read_decision_log
 from autoscaler.observability.engine_metrics import engine_metrics
 from autoscaler.policies.contract import Decision, Snapshot
@@ -357,6 +358,19 @@ def test_the_state_is_written_when_it_changes_in_substance_not_as_time_passes() 
         rescales = [n for n, _ in cluster.writes].count(name)
         assert cluster.saves.count(name) == rescales + 1
         assert rescales >= 2
+
+
+def test_the_history_keeps_each_different_decision_once_as_of_its_first_round() -> None:
+    engine, cluster, _ = setup([make_job("linear"), make_job("flat")], config=HELD)
+    cluster.gpus = 20.0
+    times = rounds(engine, 30)  # linear grows to its maximum, then both stay put for rounds
+    for key in (("ns", "linear"), ("ns", "flat")):
+        history = engine.states[key].decisions
+        assert 1 < len(history) <= HISTORY
+        assert not any(later.repeats(earlier) for earlier, later in pairwise(history))
+        # the latest decision was taken again in the last rounds, yet keeps its first round
+        assert history[-1].time < times[-1]
+        assert engine.states[key].accounted_at == times[-1]
 
 
 def test_unchanged_states_are_rewritten_after_the_period_a_few_a_round_the_oldest_first() -> None:
