@@ -218,9 +218,13 @@ class KubeCluster:
             error=f"{SCALE_ATTEMPTS} write conflicts in a row after reading /scale",
         )
 
-    def save_state(self, job: ManagedJob, *, state: str) -> None:
+    def save_state(self, job: ManagedJob, *, state: str) -> ManagedJob | None:
         patch = {"metadata": {"annotations": {c.ANNOTATION_STATE: state}}}
-        self.kube.merge_patch(JOBS, job.namespace, job.name, patch)
+        saved = self.kube.merge_patch(JOBS, job.namespace, job.name, patch)
+        try:
+            return managed_job(saved)
+        except (KeyError, TypeError, ValueError):  # unreadable: the informer's read reports it
+            return None
 
     def event(self, job: ManagedJob, *, reason: str, message: str, warning: bool = False) -> None:
         involved = {"metadata": {"name": job.name, "namespace": job.namespace, "uid": job.uid}}

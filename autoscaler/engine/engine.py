@@ -347,11 +347,12 @@ class Engine:
         """On a writer thread: the state stored ahead if needed, the /scale write, then the
         round's state, saved."""
         written, error = False, ""
-        if not self._write_ahead(job, proposal, now=now):
+        current = self._write_ahead(job, proposal, now=now)
+        if current is None:
             error = "the state could not be stored before the write"
         else:
             try:
-                result = self.cluster.scale(job, replicas=settled.replicas)
+                result = self.cluster.scale(current, replicas=settled.replicas)
                 written, error = result.written, result.error
             except Exception as failure:  # one job's broken write must not fail the round
                 log.exception("writing the count of %s/%s failed", job.namespace, job.name)
@@ -442,15 +443,20 @@ class Engine:
         warning = held.startswith("Policy") or held == "MetricsUnavailable"
         self.cluster.event(job, reason=held, message=record.message, warning=warning)
 
-    def _write_ahead(self, job: ManagedJob, proposal: Step, *, now: datetime) -> bool:
+    def _write_ahead(self, job: ManagedJob, proposal: Step, *, now: datetime) -> ManagedJob | None:
         """Before a write, the stored state must hold the count the write changes: then a
         leader killed between its write and its state save leaves a state whose count differs
         from the job's, which the next leader counts as a rescale (its cooldown starting then).
         Without it a job's first rescale was never stored, and the next leader rescaled the job
         again in its first round (the fault matrix's engine case measured it). On a writer
-        thread: only this job's entry of `_stored_replicas` is touched meanwhile."""
+        thread: only this job's entry of `_stored_replicas` is touched meanwhile.
+
+        Returns the job to write under: as the save left it, while that is still the job and
+        count decided from (the save moved its version: under the informer's, every first
+        rescale met a 409 and read /scale again, 50 GETs and PUTs in bench-scale's first
+        round); else `job`, whose write then reads and compares. None: nothing was stored."""
         if self._stored_replicas.get(job.key) == job.replicas:
-            return True
+            return job
         state = remember(
             self.states[job.key],
             recommendation=proposal.replicas,
@@ -458,12 +464,12 @@ class Engine:
             config=self.config.settle,
         )
         try:
-            self.cluster.save_state(job, state=state.to_json())
+            saved = self.cluster.save_state(job, state=state.to_json())
         except Exception:  # no write whose rescale could go uncounted
             log.exception("storing the state of %s/%s before a write failed", *job.key)
-            return False
+            return None
         self._stored_replicas[job.key] = state.replicas
-        return True
+        return saved if saved is not None and _decided_from(job, saved) else job
 
     def _changed(self, key: JobKey, state: JobState) -> bool:
         """Whether the state changed in substance since it was saved (or was never saved)."""
@@ -526,6 +532,12 @@ def _with_declared_total(job: ManagedJob, progress: Progress | None) -> ManagedJ
     if job.total_samples is not None or reported is None or not reported > 0:
         return job
     return dataclasses.replace(job, total_samples=reported)
+
+
+def _decided_from(job: ManagedJob, saved: ManagedJob) -> bool:
+    """Whether `saved` is still the job a decision about `job` was made for: the same object,
+    owner and count (what a write after a 409 compares, too)."""
+    return (saved.uid, saved.owner, saved.replicas) == (job.uid, job.owner, job.replicas)
 
 
 def _held_reason(steps: Sequence[Step]) -> str:

@@ -104,8 +104,9 @@ class Cluster(Protocol):
         """Write the worker count through /scale (only if `job.replicas` is still current)."""
         ...
 
-    def save_state(self, job: ManagedJob, *, state: str) -> None:
-        """Persist the engine's state of a job (an annotation), so a new leader resumes it."""
+    def save_state(self, job: ManagedJob, *, state: str) -> ManagedJob | None:
+        """Persist the engine's state of a job (an annotation), so a new leader resumes it.
+        Returns the job as the save left it (its new version), or None when not known."""
         ...
 
     def event(

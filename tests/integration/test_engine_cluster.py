@@ -162,9 +162,17 @@ def _check_scale(cluster: KubeCluster, *, kube: Kube, namespace: str) -> None:
     assert (retried.written, retried.replicas) == (True, 2)
     # the real API server refused the write under the read's version once, then took it
     assert sent == [("GET", "ok"), ("PUT", "conflict"), ("GET", "ok"), ("PUT", "ok")]
-    cluster.save_state(job, state='{"rescales": 3}')
+    job = current(cluster, kube=kube, namespace=namespace)
+    saved = cluster.save_state(job, state='{"rescales": 3}')
     annotations = kube.get(JOBS, namespace, "engine-owned")["metadata"]["annotations"]
     assert annotations[c.ANNOTATION_STATE] == '{"rescales": 3}'
+    assert saved is not None
+    assert saved.replicas == job.replicas
+    assert saved.resource_version != job.resource_version  # the save moved it...
+    with requests_sent(kube) as sent:
+        after_save = cluster.scale(saved, replicas=3)
+    assert (after_save.written, after_save.replicas) == (True, 3)
+    assert sent == [("PUT", "ok")]  # ...and a write under the version it made is one request
     cluster.event(job, reason="Rescaled", message="4 -> 2 workers")
     wait_for(lambda: "Rescaled" in engine_events(kube, namespace), what="the engine's Event")
 

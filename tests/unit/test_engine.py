@@ -3,9 +3,9 @@
 import copy
 import dataclasses
 import threading
-from itertools import pairwise
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -470,20 +470,22 @@ class RacingCluster(MemoryCluster):
         super().save_state(job, state=state)
 
 
+GROW = type(
+    "Grow",
+    (),
+    {"decide": lambda self, view, *, now: [Decision(j.namespace, j.name, 2, "Grow", "") for j in view.jobs]},
+)()  # fmt: skip
+
+
 def test_writes_run_side_by_side_in_order_per_job_and_a_failure_stays_with_its_job() -> None:
     names = ["a", "b", "broken", "c", "d"]
     jobs = [make_job(name, replicas=1) for name in names]
     cluster = RacingCluster({job.key: job for job in jobs})
-    wish = type(
-        "Grow",
-        (),
-        {"decide": lambda self, view, *, now: [Decision(j.namespace, j.name, 2, "Grow", "") for j in view.jobs]},
-    )()  # fmt: skip
     config = CONFIG.model_copy(update={"write_concurrency": 4})
     engine = Engine(
         cluster=cluster,
         throughput=CurveThroughput(cluster, {name: linear for name in names}),
-        policy=wish,
+        policy=GROW,
         policy_name="p",
         config=config,
     )
@@ -500,6 +502,50 @@ def test_writes_run_side_by_side_in_order_per_job_and_a_failure_stays_with_its_j
         assert [op for op, job in cluster.log if job == name] == ["save", "scale", "save"]
     assert JobState.from_json(cluster.states[("ns", "broken")]).rescales == 0  # saved, unscaled
     assert engine.states[("ns", "a")].rescales == 1
+
+
+@dataclasses.dataclass
+class VersionedCluster(MemoryCluster):
+    """Each state save moves the job's version, as the API server does, and returns the job as
+    saved; `meddle` changes a job's count as its state is saved (another writer meanwhile).
+    `under` holds the version each write was made under."""
+
+    meddle: dict[str, int] = dataclasses.field(default_factory=dict)
+    under: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def save_state(self, job: ManagedJob, *, state: str) -> ManagedJob:
+        super().save_state(job, state=state)
+        stored = self.jobs_[job.key]
+        replicas = self.meddle.get(job.name, stored.replicas)
+        version = f"{stored.resource_version}+saved"
+        saved = dataclasses.replace(stored, replicas=replicas, resource_version=version)
+        self.jobs_[job.key] = saved
+        return saved
+
+    def scale(self, job: ManagedJob, *, replicas: int) -> ScaleResult:
+        self.under.append((job.name, job.resource_version))
+        return super().scale(job, replicas=replicas)
+
+
+def test_a_write_after_the_state_stored_ahead_goes_under_the_version_that_save_made() -> None:
+    """Under the informer's version it would meet a 409 and read /scale again; a job whose
+    count changed meanwhile is written under the version decided from, which the server
+    refuses."""
+    names = ["kept", "changed"]
+    jobs = [dataclasses.replace(make_job(name, replicas=1), resource_version="7") for name in names]
+    cluster = VersionedCluster({job.key: job for job in jobs}, meddle={"changed": 3})
+    engine = Engine(
+        cluster=cluster,
+        throughput=CurveThroughput(cluster, {name: linear for name in names}),
+        policy=GROW,
+        policy_name="p",
+        config=CONFIG,
+    )
+    try:
+        engine.run_once(now=START)
+    finally:
+        engine.close()
+    assert sorted(cluster.under) == [("changed", "7"), ("kept", "7+saved")]
 
 
 @dataclasses.dataclass
