@@ -46,6 +46,7 @@ missed target prints MISSED.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import gc
 import math
@@ -77,8 +78,9 @@ from benchmarks.cluster import (
     job_manifest,
     job_names,
     run_threads,
+    server_pids,
 )
-from benchmarks.instruments import TimedKube, status_kb
+from benchmarks.instruments import TimedKube, cpu_seconds_of, status_kb
 from benchmarks.operator_process import OperatorProcess
 from tests.support.controlplane import ControlPlane, binaries_dir
 from tests.support.polling import wait_for
@@ -208,6 +210,7 @@ class Round:
     scale_gets: int  # the reads of /scale writes retried after a 409
     informer: int  # informer LISTs and WATCH opens
     rescaled: int  # jobs whose count was written
+    cpu: Mapping[str, float] = field(default_factory=dict)  # CPU s of each process in the round
 
     @property
     def excess(self) -> int:
@@ -250,12 +253,38 @@ def build_engine(kube: Kube, config: EngineConfig) -> tuple[Engine, KubeCluster]
     return engine, cluster
 
 
-def one_round(engine: Engine, cluster: KubeCluster, kube: TimedKube, *, now: datetime) -> Round:
+def process_cpu(pids: Mapping[str, int | str]) -> dict[str, float]:
+    """CPU seconds so far of each named process; one gone meanwhile is left out."""
+    out = {}
+    for name, pid in pids.items():
+        with contextlib.suppress(OSError):
+            out[name] = cpu_seconds_of(pid)
+    return out
+
+
+def round_processes(engine: Engine, others: Mapping[str, int | str]) -> dict[str, int | str]:
+    """The processes a round's CPU is read from: the engine's, its policy worker (replaced
+    workers get new ids) and `others` (the operator, the API server, etcd)."""
+    worker = getattr(engine.runner, "worker_pid", None)
+    return {"engine": "self", **({"policy worker": worker} if worker else {}), **others}
+
+
+def one_round(
+    engine: Engine,
+    cluster: KubeCluster,
+    kube: TimedKube,
+    *,
+    now: datetime,
+    others: Mapping[str, int | str],
+) -> Round:
     before = kube.snapshot()
+    pids = round_processes(engine, others)
+    cpu_before = process_cpu(pids)
     started = time.perf_counter()
     with round_collections():  # as `autoscaler engine` runs each round
         report = engine.run_once(now=now)
     seconds = time.perf_counter() - started
+    cpu_after = process_cpu(pids)
     wait_for(cluster.recorder.idle, timeout=600, what="the round's Events to be sent")
     after = kube.snapshot()
     calls = after["calls"] - before["calls"]
@@ -268,6 +297,7 @@ def one_round(engine: Engine, cluster: KubeCluster, kube: TimedKube, *, now: dat
         scale_gets=calls[SCALE_GET],
         informer=watches + sum(calls[key] for key in INFORMER_LISTS),
         rescaled=sum(o.written for o in report.outcomes),
+        cpu={name: cpu_after[name] - cpu_before[name] for name in cpu_after if name in cpu_before},
     )
 
 
@@ -286,10 +316,11 @@ def timed_rounds(
     bench: Kube,
     args: argparse.Namespace,
     start: datetime,
+    others: Mapping[str, int | str],
 ) -> tuple[list[Round], datetime]:
     rounds, now = [], start
     for i in range(args.rounds):
-        rounds.append(one_round(engine, cluster, kube, now=now))
+        rounds.append(one_round(engine, cluster, kube, now=now, others=others))
         r = rounds[-1]
         print(
             f"  round {i + 1}: {r.seconds * 1000:.0f} ms, {r.requests} requests, {r.writes} "
@@ -316,6 +347,7 @@ def soak(
     bench: Kube,
     args: argparse.Namespace,
     start: datetime,
+    others: Mapping[str, int | str],
 ) -> Soak:
     """Rounds every interval for `--soak-seconds`, the clock going on from `start` in real time;
     a thread samples RSS every second meanwhile."""
@@ -332,7 +364,7 @@ def soak(
     while time.monotonic() - began < args.soak_seconds:
         round_began = time.monotonic()
         now = start + timedelta(seconds=round_began - began)
-        out.rounds.append(one_round(engine, cluster, kube, now=now))
+        out.rounds.append(one_round(engine, cluster, kube, now=now, others=others))
         between_rounds(op, bench, args)
         left = args.soak_seconds - (time.monotonic() - began)
         time.sleep(max(0.0, min(interval - (time.monotonic() - round_began), left)))
@@ -464,6 +496,7 @@ def report(
     f.row("round time max", f"{max(r.seconds for r in steady) * 1000:.0f} ms")
     f.row("round time, rounds that wrote nothing", _times([r for r in steady if not r.writes]))
     f.row("round time, rounds that wrote", _times([r for r in steady if r.writes]))
+    f.row("CPU of a round by process, median (min-max)", cpu_summary(steady))
     f.row(
         "requests/round (mean)",
         f"{s.requests:.1f} ({statistics.mean(r.scale_gets for r in steady):.1f} /scale GETs "
@@ -510,6 +543,17 @@ def report(
     f.print()
     print()
     return s
+
+
+def cpu_summary(rounds: Sequence[Round]) -> str:
+    """Each process's CPU seconds in a round: the machine's cores are what rounds share."""
+    names = dict.fromkeys(name for r in rounds for name in r.cpu)
+    parts = []
+    for name in names:
+        seconds = [r.cpu[name] for r in rounds if name in r.cpu]
+        low, mid, high = min(seconds), statistics.median(seconds), max(seconds)
+        parts.append(f"{name} {mid:.2f} s ({low:.2f}-{high:.2f})")
+    return ", ".join(parts)
 
 
 def _times(rounds: Sequence[Round]) -> str:
@@ -582,9 +626,11 @@ def run(plane: ControlPlane, args: argparse.Namespace, clients: list[Kube]) -> S
         engine, cluster = build_engine(engine_kube, engine_config(args.interval))
         try:
             start = datetime.now(UTC)
+            others = {"operator": op.pid, **server_pids(plane)}
             rounds, clock = timed_rounds(
-                engine, cluster, engine_kube, op=op, bench=admin, args=args, start=start
-            )
+                engine, cluster, engine_kube, op=op, bench=admin, args=args, start=start,
+                others=others,
+            )  # fmt: skip
             print("operator: resync of every job ...", flush=True)
             resynced = op.noop_resync(quiet=args.quiet, timeout=args.timeout)
             resync = {
@@ -598,7 +644,10 @@ def run(plane: ControlPlane, args: argparse.Namespace, clients: list[Kube]) -> S
                 flush=True,
             )
             gc.collect()
-            soaked = soak(engine, cluster, engine_kube, op=op, bench=admin, args=args, start=clock)
+            soaked = soak(
+                engine, cluster, engine_kube, op=op, bench=admin, args=args, start=clock,
+                others=others,
+            )  # fmt: skip
         finally:
             engine.close()
             cluster.close()

@@ -96,6 +96,11 @@ class OperatorProcess:
             self.close()
             raise
 
+    @property
+    def pid(self) -> int:
+        """The child's process id (for reading its CPU time)."""
+        return self._process.pid or 0
+
     @classmethod
     def start(cls, kubeconfig: str, config: OperatorConfig) -> OperatorProcess:
         return cls(serve, kubeconfig, config)
