@@ -39,8 +39,12 @@ that fall into a round stay in its count. That is the target's constant, `EXTRA_
 watch asks the server to end it after `WATCH_SECONDS` (300 s), so a round shorter than that
 re-opens each watch at most once, and a re-list follows only a watch that expired (410) or
 broke: at most one of each per informer and round. Writes go out from the engine's writer
-threads, all through the one counted Kube. Always exits 0 unless the benchmark itself breaks; a
-missed target prints MISSED.
+threads, all through the one counted Kube.
+
+The CPU each process spent during a round (the engine's, its policy worker's, the operator's,
+the API server's and etcd's, read from /proc) is reported too: they share the machine's cores,
+so a round's time is also what the others take meanwhile. Always exits 0 unless the benchmark
+itself breaks; a missed target prints MISSED.
 """
 
 from __future__ import annotations
