@@ -504,7 +504,7 @@ def test_writes_run_side_by_side_in_order_per_job_and_a_failure_stays_with_its_j
     for name in ("a", "b", "c", "d"):  # the state stored ahead (none yet), the write, the state
         assert [op for op, job in cluster.log if job == name] == ["save", "scale", "save"]
     assert JobState.from_json(cluster.states[("ns", "broken")]).rescales == 0  # saved, unscaled
-    assert JobState.from_json(cluster.states[("ns", "a")]).rescales == 1  # and after it
+    assert JobState.from_json(cluster.states[("ns", "a")]).rescales == 1  # saved after the write
 
 
 @dataclasses.dataclass
