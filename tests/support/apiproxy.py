@@ -11,7 +11,8 @@ against the control plane's CA passes) and forwards every request to the real se
   done, the process never learns it);
 - runs a write of the test's own just before forwarding a matching request (`interfere_on`),
   so that request meets a changed object: a 409 Conflict for a write of an older version;
-- cuts the process off (`cut`): requests that still come are read and logged with no status;
+- cuts the process off (`cut`): requests that still come are read and logged with no status,
+  and an answer the server sends after the cut to a request forwarded before it is not passed on;
   `refused`: open connections are torn down and each request is answered by closing its
   connection (the server is down: the client fails at once); `silent`: nothing is answered and
   no connection closes (a partition: the client waits for its own timeouts). `restore` ends it.
@@ -51,7 +52,9 @@ class Exchange:
     query: str
     arrived: float  # time.time() when the proxy had the whole request
     status: int | None  # None: never forwarded (cut off, or the process was killed first)
-    answered: float | None  # time.time() when the server's answer arrived
+    # time.time() when the server's answer arrived; None: never forwarded, or forwarded before a
+    # cut and answered after it (the answer is not passed on: the process never hears it)
+    answered: float | None
     body: Any = None  # a write's JSON body
 
     @property
@@ -218,7 +221,12 @@ class ApiProxy:
                 upstream.sendall(head + body)
                 answer = _Stream(upstream)
                 status, response_head, framing = answer.read_response_head(method)
-                self._log(Exchange(method, path, query, arrived, status, time.time(), _json(body)))
+                answered = time.time()  # before the check: a cut after it is timed later
+                if self._is_cut():  # cut while the server worked on it: the process never hears
+                    self._log(Exchange(method, path, query, arrived, status, None, _json(body)))
+                    self._healed.wait()
+                    return
+                self._log(Exchange(method, path, query, arrived, status, answered, _json(body)))
                 if kill is not None:  # "after": the server did it; the process never hears
                     self._fire(kill)
                     return
