@@ -51,9 +51,9 @@ from benchmarks.cluster import (
 from benchmarks.instruments import (
     Sampler,
     TimedKube,
-    cpu_seconds_of,
     diff,
     maxrss_mb,
+    process_cpu,
     reset_peak_rss,
     status_kb,
     thread_cpu,
@@ -145,10 +145,8 @@ _SERVER_PIDS: dict[str, int] = {}
 
 
 def server_cpu(args: argparse.Namespace) -> tuple[float, float]:
-    return tuple(  # type: ignore[return-value]
-        cpu_seconds_of(_SERVER_PIDS[name]) if name in _SERVER_PIDS else 0.0
-        for name in ("apiserver", "etcd")
-    )
+    cpu = process_cpu(_SERVER_PIDS)
+    return cpu.get("apiserver", 0.0), cpu.get("etcd", 0.0)
 
 
 def operator_run(

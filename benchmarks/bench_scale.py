@@ -50,7 +50,6 @@ itself breaks; a missed target prints MISSED.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import gc
 import math
@@ -84,7 +83,7 @@ from benchmarks.cluster import (
     run_threads,
     server_pids,
 )
-from benchmarks.instruments import TimedKube, cpu_seconds_of, status_kb
+from benchmarks.instruments import TimedKube, process_cpu, status_kb
 from benchmarks.operator_process import OperatorProcess
 from tests.support.controlplane import ControlPlane, binaries_dir
 from tests.support.polling import wait_for
@@ -255,15 +254,6 @@ def build_engine(kube: Kube, config: EngineConfig) -> tuple[Engine, KubeCluster]
         runner=runner_from(config, name=name, policy=policy),
     )
     return engine, cluster
-
-
-def process_cpu(pids: Mapping[str, int | str]) -> dict[str, float]:
-    """CPU seconds so far of each named process; one gone meanwhile is left out."""
-    out = {}
-    for name, pid in pids.items():
-        with contextlib.suppress(OSError):
-            out[name] = cpu_seconds_of(pid)
-    return out
 
 
 def round_processes(engine: Engine, others: Mapping[str, int | str]) -> dict[str, int | str]:

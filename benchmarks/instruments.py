@@ -8,7 +8,8 @@ import sys
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,15 @@ def cpu_seconds_of(pid: int | str) -> float:
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat[stat.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def process_cpu(pids: Mapping[str, int | str]) -> dict[str, float]:
+    """CPU seconds so far of each named process; one gone meanwhile is left out."""
+    out = {}
+    for name, pid in pids.items():
+        with suppress(OSError):
+            out[name] = cpu_seconds_of(pid)
+    return out
 
 
 def thread_cpu() -> dict[str, float]:

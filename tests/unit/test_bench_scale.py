@@ -13,11 +13,11 @@ from benchmarks.bench_scale import (
     concave_throughput,
     cpu_summary,
     percentile,
-    process_cpu,
     rss_growth_percent,
     soak_window,
     summary_line,
 )
+from benchmarks.instruments import process_cpu
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
