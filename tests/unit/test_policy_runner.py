@@ -4,6 +4,8 @@ The plug-in is tests/support/misbehaving_policy.py, loaded by the worker through
 (by its path) exactly as `autoscaler engine` loads a file plug-in.
 """
 
+import gc
+import multiprocessing
 import os
 import pickle
 from collections.abc import Iterator
@@ -21,6 +23,7 @@ from autoscaler.engine.policy_runner import (
     resident_mb,
 )
 from autoscaler.engine.policy_runner import _plain_loads as plain_loads
+from autoscaler.engine.policy_runner import _receive_uncollected as receive_uncollected
 from autoscaler.policies.contract import Decision, Snapshot
 from autoscaler.policies.registry import build, find
 from tests.support import misbehaving_policy
@@ -244,3 +247,28 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return resident_mb(pid) is not None  # a zombie has no VmRSS
+
+
+class Cell:
+    """A tracked object: enough of them start a collection."""
+
+
+def test_a_worker_unpickles_a_request_with_no_collection() -> None:
+    request = [Cell() for _ in range(20 * gc.get_threshold()[0])]
+    ours, theirs = multiprocessing.Pipe()
+    ours.send(request)
+    collections: list[str] = []
+
+    def collecting(phase: str, _: dict[str, int]) -> None:
+        collections.append(phase)
+
+    gc.callbacks.append(collecting)
+    try:
+        received = receive_uncollected(theirs)
+    finally:
+        gc.callbacks.remove(collecting)
+        ours.close()
+        theirs.close()
+    assert len(received) == len(request)
+    assert collections == []
+    assert gc.isenabled()
