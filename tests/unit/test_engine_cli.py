@@ -3,11 +3,15 @@
 import gc
 import json
 import weakref
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import pytest
 
-from autoscaler.cli.engine_command import RoundHealth, round_collections
+from autoscaler.cli.engine_command import RoundHealth, round_collections, run_round
+from autoscaler.engine.engine import Engine
+from autoscaler.engine.report import RoundReport
 from autoscaler.policies.contract import JobSnapshot, Snapshot
 from tests.unit.test_cli import run
 
@@ -149,3 +153,33 @@ def test_a_round_runs_without_collections_and_its_garbage_is_collected_before_fr
         assert gc.is_tracked(kept)
     finally:
         gc.unfreeze()
+
+
+def test_a_rounds_report_is_gone_before_the_collection_after_it() -> None:
+    class OneRound:
+        report: "weakref.ref[RoundReport] | None" = None
+
+        def run_once(self, *, now: datetime) -> RoundReport:
+            report = RoundReport(
+                time=now, policy="p", snapshot=Snapshot(), solve_seconds=0.5, objective=0.0,
+                fallback="PolicyTimeout",
+            )  # fmt: skip
+            self.report = weakref.ref(report)
+            return report
+
+    engine = OneRound()
+    report_alive: list[bool] = []
+
+    def collecting(phase: str, _: dict[str, int]) -> None:
+        if phase == "start":
+            report_alive.append(engine.report is not None and engine.report() is not None)
+
+    gc.callbacks.append(collecting)
+    try:
+        tally = run_round(cast(Engine, engine), now=datetime(2026, 1, 1, tzinfo=UTC))
+    finally:
+        gc.callbacks.remove(collecting)
+        gc.unfreeze()
+    assert report_alive  # the collection after the round ran
+    assert not any(report_alive)
+    assert str(tally) == "0 jobs, 0 written, policy 0.500 s, fallback PolicyTimeout"
