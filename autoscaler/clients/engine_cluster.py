@@ -19,7 +19,7 @@ from autoscaler.api.quantity import parse_resources
 from autoscaler.clients.informer import Informer
 from autoscaler.clients.jobs import managed_job, pod_requests
 from autoscaler.clients.kube import JOBS, PODS, ConflictError, Kube, NotFoundError, Resource
-from autoscaler.clients.recorder import EventRecorder
+from autoscaler.clients.recorder import EventRecorder, InFlight
 from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
 from autoscaler.observability.events import job_event, object_event
 
@@ -49,7 +49,11 @@ class KubeCluster:
     ) -> None:
         self.kube, self.clock = kube, clock
         self.namespaces = tuple(namespaces)
-        self.recorder = recorder or EventRecorder(kube)
+        # Events wait while the round's writes are under way: they would compete with them for
+        # the API server, and no Event is worth a later count. (In bench-scale a round's 50
+        # Events went out among its 100 writes of the jobs.)
+        self._writes = InFlight()
+        self.recorder = recorder or EventRecorder(kube, wait_turn=self._writes.wait_idle)
         self._engine_jobs: set[JobKey] = set()
         self._warned_pods: set[tuple[str, str]] = set()  # (uid, resourceVersion)
         # Each job's typed view, kept while its resourceVersion is unchanged: reading 5,000 jobs'
@@ -181,6 +185,10 @@ class KubeCluster:
         answers 409 Conflict when it is not the stored one. On that 409 (the job changed since:
         the operator's status write, say), or with no version known, read /scale and write under
         the read's version, so a count changed meanwhile is still never written over."""
+        with self._writes.one():
+            return self._scale(job, replicas=replicas)
+
+    def _scale(self, job: ManagedJob, *, replicas: int) -> ScaleResult:
         path = JOBS.path(job.namespace, job.name, "scale")
         if job.resource_version:  # empty, the PUT would be unconditional: never sent so
             try:
@@ -220,7 +228,8 @@ class KubeCluster:
 
     def save_state(self, job: ManagedJob, *, state: str) -> ManagedJob | None:
         patch = {"metadata": {"annotations": {c.ANNOTATION_STATE: state}}}
-        saved = self.kube.merge_patch(JOBS, job.namespace, job.name, patch)
+        with self._writes.one():
+            saved = self.kube.merge_patch(JOBS, job.namespace, job.name, patch)
         try:
             return managed_job(saved)
         except (KeyError, TypeError, ValueError):  # unreadable: the informer's read reports it
