@@ -3,6 +3,8 @@
 import threading
 from typing import Any
 
+import pytest
+
 from autoscaler.clients.recorder import EVENT_PATIENCE, EventRecorder, InFlight
 from tests.support.polling import wait_for
 
@@ -77,9 +79,6 @@ def test_in_flight_is_idle_once_every_write_ended_even_a_failed_one() -> None:
         with writes.one():
             assert not writes.wait_idle(0)
         assert not writes.wait_idle(0)
-    try:
-        with writes.one():
-            raise RuntimeError("the write failed")
-    except RuntimeError:
-        pass
+    with pytest.raises(RuntimeError), writes.one():
+        raise RuntimeError("the write failed")
     assert writes.wait_idle(0)
