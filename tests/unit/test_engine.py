@@ -373,19 +373,23 @@ def test_the_history_keeps_each_different_decision_once_as_of_its_first_round() 
         assert engine.states[key].accounted_at == times[-1]
 
 
-def test_unchanged_states_are_rewritten_after_the_period_a_few_a_round_the_oldest_first() -> None:
-    class Keep:
-        def decide(self, snapshot: Snapshot, *, now: datetime) -> list[Decision]:
-            return [Decision(j.namespace, j.name, j.replicas, "Keep", "k") for j in snapshot.jobs]
+class Keep:
+    def decide(self, snapshot: Snapshot, *, now: datetime) -> list[Decision]:
+        return [Decision(j.namespace, j.name, j.replicas, "Keep", "k") for j in snapshot.jobs]
 
-    config = CONFIG.model_copy(update={"state_save_seconds": 60, "state_refreshes_per_round": 2})
+
+REFRESHING = CONFIG.model_copy(update={"state_save_seconds": 60, "state_refreshes_per_round": 2})
+
+
+def test_unchanged_states_are_rewritten_after_the_period_a_few_a_round_the_oldest_first() -> None:
     engine, cluster, _ = setup(
-        [make_job(f"job-{i}") for i in range(5)], policy=Keep(), config=config
+        [make_job(f"job-{i}") for i in range(5)], policy=Keep(), config=REFRESHING
     )
     saved_per_round = []
     for i in range(6):
         cluster.saves.clear()
         engine.run_once(now=START + timedelta(seconds=30 * i))
+        engine.finish_refreshes()
         saved_per_round.append([name[-1] for name in cluster.saves])
     assert [sorted(names) for names in saved_per_round] == [
         ["0", "1", "2", "3", "4"],  # new states
@@ -395,6 +399,54 @@ def test_unchanged_states_are_rewritten_after_the_period_a_few_a_round_the_oldes
         ["0", "4"],  # 4 saved at 0 s, 0 at 60 s
         ["1", "2"],
     ]
+
+
+@dataclasses.dataclass
+class HeldSaves(MemoryCluster):
+    """Each state save waits until `release` is set; `reads` counts the rounds' job lists."""
+
+    release: threading.Event = dataclasses.field(default_factory=threading.Event)
+    reads: int = 0
+
+    def jobs(self) -> Sequence[ManagedJob]:
+        self.reads += 1
+        return super().jobs()
+
+    def save_state(self, job: ManagedJob, *, state: str) -> None:
+        assert self.release.wait(timeout=10), "a save was never released"
+        super().save_state(job, state=state)
+
+
+def test_a_round_ends_without_waiting_for_its_refreshes_and_the_next_one_waits_for_them() -> None:
+    jobs = [make_job(f"job-{i}") for i in range(3)]
+    cluster = HeldSaves({job.key: job for job in jobs})
+    engine = Engine(
+        cluster=cluster,
+        throughput=CurveThroughput(cluster, {job.name: flat for job in jobs}),
+        policy=Keep(),
+        policy_name="p",
+        config=REFRESHING,
+    )
+    cluster.release.set()
+    engine.run_once(now=START)  # new states: saved within the round
+    assert len(cluster.saves) == 3
+    cluster.release.clear()
+    engine.run_once(now=START + timedelta(seconds=60))  # two refreshes due: the round ends anyway
+    assert len(cluster.saves) == 3
+    next_round = threading.Thread(
+        target=engine.run_once, kwargs={"now": START + timedelta(seconds=90)}
+    )
+    next_round.start()
+    next_round.join(timeout=0.2)
+    assert next_round.is_alive()  # waiting for the refreshes before it reads a job
+    assert cluster.reads == 2
+    cluster.release.set()
+    next_round.join(timeout=10)
+    assert not next_round.is_alive()
+    engine.finish_refreshes()
+    assert sorted(cluster.saves[3:5]) == ["job-0", "job-1"]
+    assert cluster.saves[5:] == ["job-2"]  # due too at 90 s: refreshed by the third round
+    engine.close()
 
 
 def test_a_new_engine_decides_exactly_as_the_old_one_from_the_saved_state() -> None:
