@@ -28,19 +28,20 @@ Throughput is the only stand-in: `FixedCurves` answers every job with one fixed 
 its running workers. No Prometheus runs, so this measures the control-plane side of a round
 (informer caches, policy, settle, `/scale` writes, state annotations, Events), not query time.
 
-Requests per round are the engine Kube's requests between a round's start and the moment its
-Events were sent (a round does not wait for its state refreshes: those that end later count in
-the next round's). A `/scale` write is one PUT under the resourceVersion the engine's informer
-read; only a PUT refused with 409 (the job changed since) is followed by a `/scale` GET and a
-PUT under the read's version, and that GET is part of the write (the read half of its retry; the
-refused PUT counts as a write). The engine's informers (jobs, nodes, pods) LIST and WATCH on
-their own threads: each watch counts as one request when it opens (as `Kube.watch` counts it);
-their first LIST and WATCH, in round 1, are reported apart, and later re-watches or re-lists
-that fall into a round stay in its count. That is the target's constant, `EXTRA_REQUESTS`: each
-watch asks the server to end it after `WATCH_SECONDS` (300 s), so a round shorter than that
-re-opens each watch at most once, and a re-list follows only a watch that expired (410) or
-broke: at most one of each per informer and round. Writes go out from the engine's writer
-threads, all through the one counted Kube.
+A round's time is the engine's round: until its counts are written. Its state saves, which the
+engine writes after the counts and does not wait for (its next round does, first), are timed
+too: "round + its state saves". Requests per round are the engine Kube's requests between a
+round's start and the moment its state saves ended and its Events were sent. A `/scale` write is
+one PUT under the resourceVersion the engine's informer read; only a PUT refused with 409 (the
+job changed since) is followed by a `/scale` GET and a PUT under the read's version, and that
+GET is part of the write (the read half of its retry; the refused PUT counts as a write). The
+engine's informers (jobs, nodes, pods) LIST and WATCH on their own threads: each watch counts as
+one request when it opens (as `Kube.watch` counts it); their first LIST and WATCH, in round 1,
+are reported apart, and later re-watches or re-lists that fall into a round stay in its count.
+That is the target's constant, `EXTRA_REQUESTS`: each watch asks the server to end it after
+`WATCH_SECONDS` (300 s), so a round shorter than that re-opens each watch at most once, and a
+re-list follows only a watch that expired (410) or broke: at most one of each per informer and
+round. Writes go out from the engine's writer threads, all through the one counted Kube.
 
 The CPU each process spent during a round (the engine's, its policy worker's, the operator's,
 the API server's and etcd's, read from /proc) is reported too: they share the machine's cores,
@@ -208,7 +209,8 @@ def mark_pods_running(kube: Kube, op: OperatorProcess, *, threads: int) -> int:
 
 @dataclass(frozen=True)
 class Round:
-    seconds: float
+    seconds: float  # the round: until its counts are written
+    with_saves: float  # until its state saves, which the round does not wait for, ended too
     requests: int  # every request of the engine's Kube, informers' included
     writes: int  # PUT /scale (refused ones too), PATCH of the state annotation, POST of Events
     scale_gets: int  # the reads of /scale writes retried after a 409
@@ -278,6 +280,8 @@ def one_round(
     started = time.perf_counter()
     tally = run_round(engine, now=now)  # as `autoscaler engine` runs each round
     seconds = time.perf_counter() - started
+    engine.finish_saves()  # what the next round waits for first
+    with_saves = time.perf_counter() - started
     cpu_after = process_cpu(pids)
     wait_for(cluster.recorder.idle, timeout=600, what="the round's Events to be sent")
     after = kube.snapshot()
@@ -286,6 +290,7 @@ def one_round(
     watches = requests - sum(calls.values())  # Kube.watch counts a request outside `calls`
     return Round(
         seconds=seconds,
+        with_saves=with_saves,
         requests=requests,
         writes=after["writes"] - before["writes"],
         scale_gets=calls[SCALE_GET],
@@ -317,7 +322,8 @@ def timed_rounds(
         rounds.append(one_round(engine, cluster, kube, now=now, others=others))
         r = rounds[-1]
         print(
-            f"  round {i + 1}: {r.seconds * 1000:.0f} ms, {r.requests} requests, {r.writes} "
+            f"  round {i + 1}: {r.seconds * 1000:.0f} ms ({r.with_saves * 1000:.0f} ms with its "
+            f"state saves), {r.requests} requests, {r.writes} "
             f"writes, {r.scale_gets} /scale GETs, {r.informer} informer, {r.rescaled} rescaled",
             flush=True,
         )
@@ -488,6 +494,11 @@ def report(
         s.p99_ms < TARGET_P99_MS,
     )
     f.row("round time max", f"{max(r.seconds for r in steady) * 1000:.0f} ms")
+    saved = [r.with_saves * 1000 for r in steady]
+    f.row(
+        "round + its state saves p50 / p99",
+        f"{percentile(saved, 50):.0f} ms / {percentile(saved, 99):.0f} ms",
+    )
     f.row("round time, rounds that wrote nothing", _times([r for r in steady if not r.writes]))
     f.row("round time, rounds that wrote", _times([r for r in steady if r.writes]))
     f.row("CPU of a round by process, median (min-max)", cpu_summary(steady))
@@ -519,7 +530,8 @@ def report(
     f.row(
         "soak",
         f"{args.soak_seconds:.0f} s, {len(soaked.rounds)} rounds every "
-        f"{args.interval:.0f} s, p99 {percentile(soak_times, 99):.0f} ms, "
+        f"{args.interval:.0f} s, p99 {percentile(soak_times, 99):.0f} ms (with the state saves "
+        f"{percentile([r.with_saves * 1000 for r in soaked.rounds], 99):.0f} ms), "
         f"{sum(r.writes for r in soaked.rounds)} writes",
     )
     rss = [mb for _, mb in soaked.samples]

@@ -42,9 +42,10 @@ def setup(
     *,
     policy: object | None = None,
     config: EngineConfig = CONFIG,
+    make_cluster: Callable[[dict[JobKey, ManagedJob]], MemoryCluster] = MemoryCluster,
     **engine: object,
 ) -> tuple[Engine, MemoryCluster, CurveThroughput]:
-    cluster = MemoryCluster({job.key: job for job in jobs})
+    cluster = make_cluster({job.key: job for job in jobs})
     curves = {job.name: linear if job.name.startswith("linear") else flat for job in jobs}
     throughput = CurveThroughput(cluster, curves)
     chosen = policy or GlobalOptimizer(GlobalOptimizerConfig(restart_seconds=0))
@@ -389,7 +390,7 @@ def test_unchanged_states_are_rewritten_after_the_period_a_few_a_round_the_oldes
     for i in range(6):
         cluster.saves.clear()
         engine.run_once(now=START + timedelta(seconds=30 * i))
-        engine.finish_refreshes()
+        engine.finish_saves()
         saved_per_round.append([name[-1] for name in cluster.saves])
     assert [sorted(names) for names in saved_per_round] == [
         ["0", "1", "2", "3", "4"],  # new states
@@ -417,35 +418,42 @@ class HeldSaves(MemoryCluster):
         super().save_state(job, state=state)
 
 
-def test_a_round_ends_without_waiting_for_its_refreshes_and_the_next_one_waits_for_them() -> None:
+@dataclasses.dataclass
+class SizeAll:
+    """Every job to `replicas`."""
+
+    replicas: int
+
+    def decide(self, snapshot: Snapshot, *, now: datetime) -> list[Decision]:
+        return [Decision(j.namespace, j.name, self.replicas, "Size", "") for j in snapshot.jobs]
+
+
+def test_a_round_waits_for_its_counts_not_its_state_saves_which_the_next_round_waits_for() -> None:
+    policy = SizeAll(replicas=2)
     jobs = [make_job(f"job-{i}") for i in range(3)]
-    cluster = HeldSaves({job.key: job for job in jobs})
-    engine = Engine(
-        cluster=cluster,
-        throughput=CurveThroughput(cluster, {job.name: flat for job in jobs}),
-        policy=Keep(),
-        policy_name="p",
-        config=REFRESHING,
-    )
+    engine, cluster, _ = setup(jobs, policy=policy, make_cluster=HeldSaves)
+    assert isinstance(cluster, HeldSaves)
+    cluster.gpus = 100.0
     cluster.release.set()
-    engine.run_once(now=START)  # new states: saved within the round
-    assert len(cluster.saves) == 3
-    cluster.release.clear()
-    engine.run_once(now=START + timedelta(seconds=60))  # two refreshes due: the round ends anyway
+    engine.run_once(now=START)  # the first states, saved
+    engine.finish_saves()
+    policy.replicas = 3
+    cluster.release.clear()  # every save held from here
+    engine.run_once(now=START + timedelta(seconds=30))  # it ends once its counts are written
+    assert sorted(cluster.writes) == [("job-0", 3), ("job-1", 3), ("job-2", 3)]
     assert len(cluster.saves) == 3
     next_round = threading.Thread(
-        target=engine.run_once, kwargs={"now": START + timedelta(seconds=90)}
+        target=engine.run_once, kwargs={"now": START + timedelta(seconds=60)}
     )
     next_round.start()
     next_round.join(timeout=0.2)
-    assert next_round.is_alive()  # waiting for the refreshes before it reads a job
+    assert next_round.is_alive()  # waiting for the saves before it reads a job
     assert cluster.reads == 2
     cluster.release.set()
     next_round.join(timeout=10)
     assert not next_round.is_alive()
-    engine.finish_refreshes()
-    assert sorted(cluster.saves[3:5]) == ["job-0", "job-1"]
-    assert cluster.saves[5:] == ["job-2"]  # due too at 90 s: refreshed by the third round
+    assert sorted(cluster.saves[3:]) == ["job-0", "job-1", "job-2"]
+    assert all(JobState.from_json(state).rescales == 1 for state in cluster.states.values())
     engine.close()
 
 
@@ -631,13 +639,17 @@ def test_a_first_rescale_whose_state_save_was_lost_is_counted_by_the_next_leader
             cluster=cluster, throughput=throughput, policy=policy, policy_name="p", config=config
         )
 
-    leader().run_once(now=START)
+    killed = leader()
+    killed.run_once(now=START)
+    killed.finish_saves()  # its save after the write failed: it was killed
     assert len(cluster.writes) == 1
     assert cluster.killed
     grown = cluster.writes[0][1]
     assert grown > job.replicas
     cluster.killed = False  # the next leader reaches the server
-    leader().run_once(now=START + timedelta(seconds=20))
+    successor = leader()
+    successor.run_once(now=START + timedelta(seconds=20))
+    successor.finish_saves()
     assert cluster.writes == [("linear", grown)]  # not rescaled again inside the cooldown
     state = JobState.from_json(cluster.states[job.key])
     assert (state.replicas, state.rescales) == (grown, 1)
