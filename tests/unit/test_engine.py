@@ -374,17 +374,14 @@ def test_the_history_keeps_each_different_decision_once_as_of_its_first_round() 
         assert engine.states[key].accounted_at == times[-1]
 
 
-class Keep:
-    def decide(self, snapshot: Snapshot, *, now: datetime) -> list[Decision]:
-        return [Decision(j.namespace, j.name, j.replicas, "Keep", "k") for j in snapshot.jobs]
-
-
-REFRESHING = CONFIG.model_copy(update={"state_save_seconds": 60, "state_refreshes_per_round": 2})
-
-
 def test_unchanged_states_are_rewritten_after_the_period_a_few_a_round_the_oldest_first() -> None:
+    class Keep:
+        def decide(self, snapshot: Snapshot, *, now: datetime) -> list[Decision]:
+            return [Decision(j.namespace, j.name, j.replicas, "Keep", "k") for j in snapshot.jobs]
+
+    config = CONFIG.model_copy(update={"state_save_seconds": 60, "state_refreshes_per_round": 2})
     engine, cluster, _ = setup(
-        [make_job(f"job-{i}") for i in range(5)], policy=Keep(), config=REFRESHING
+        [make_job(f"job-{i}") for i in range(5)], policy=Keep(), config=config
     )
     saved_per_round = []
     for i in range(6):
