@@ -18,7 +18,7 @@ from autoscaler.torchrun import DISABLE_SHARED_STORE
 from tests.e2e.training import EXAMPLE
 from tests.support.controlplane import REPO_ROOT
 from tests.support.polling import wait_for
-from tests.support.processes import free_port
+from tests.support.processes import free_port, stop_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 READ_TIMEOUT = 15
@@ -63,9 +63,10 @@ class Agents:
         return "".join(p.read_text(errors="replace") for p in sorted(self.workdir.glob("*.log")))
 
     def stop(self) -> None:
+        """SIGTERM first: torchrun then stops its workers, each in a session of its own, which
+        a SIGKILL of the agent left running (found after an interrupted run)."""
         for proc in self.procs:
-            proc.kill()
-            proc.wait()
+            stop_process(proc)
 
 
 @pytest.fixture
