@@ -110,12 +110,13 @@ def remove_jobs_and_pods(api: client.ApiClient, namespace: str) -> None:
 
 
 @contextmanager
-def gpu_node(api: client.ApiClient, *, gpus: int) -> Iterator[str]:
-    """A Ready Node with GPUs (only its API object: nothing schedules or runs here)."""
+def gpu_node(api: client.ApiClient, *, gpus: int, resource: str = GPU) -> Iterator[str]:
+    """A Ready Node with GPUs, as `resource` (only its API object: nothing schedules or runs
+    here)."""
     core, name = client.CoreV1Api(api), f"gpu-node-{uuid.uuid4().hex[:6]}"
     core.create_node({"metadata": {"name": name}})
     ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "test"}
-    resources = {GPU: str(gpus), "cpu": "8", "memory": "32Gi", "pods": "110"}
+    resources = {resource: str(gpus), "cpu": "8", "memory": "32Gi", "pods": "110"}
     status = {"capacity": resources, "allocatable": resources, "conditions": [ready]}
     core.patch_node_status(name, {"status": status})
     try:

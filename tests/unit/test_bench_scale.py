@@ -105,13 +105,18 @@ def test_fixed_curves_read_the_running_workers() -> None:
 
 def test_round_excess_counts_a_scale_get_as_part_of_its_write() -> None:
     # 4 rescales, one of whose PUTs met a 409: 5 PUTs, a GET, 4 states, 4 Events; one re-watch
-    round_ = Round(seconds=1.0, requests=15, writes=13, scale_gets=1, informer=1, rescaled=4)
+    round_ = Round(
+        seconds=1.0, with_saves=1.2, requests=15, writes=13, scale_gets=1, informer=1, rescaled=4
+    )
     assert round_.excess == 1
 
 
 def test_round_cpu_is_the_median_and_range_per_process_and_a_gone_process_is_skipped() -> None:
     def round_(**cpu: float) -> Round:
-        return Round(seconds=1, requests=0, writes=0, scale_gets=0, informer=0, rescaled=0, cpu=cpu)
+        return Round(
+            seconds=1, with_saves=1, requests=0, writes=0, scale_gets=0, informer=0, rescaled=0,
+            cpu=cpu,
+        )  # fmt: skip
 
     rounds = [round_(engine=1.0, etcd=0.2), round_(engine=3.0), round_(engine=2.0, etcd=0.4)]
     assert cpu_summary(rounds) == "engine 2.00 s (1.00-3.00), etcd 0.30 s (0.20-0.40)"
