@@ -303,6 +303,7 @@ class Engine:
         writers after the counts, and the round does not wait for them (`finish_saves`)."""
         # The rescales go to the writers first, so their requests overlap the rest of the loop
         # (at 5,000 jobs the loop takes longer than a round's 50 rescales' writes).
+        moving = [job for job in jobs if settled[job.key].replicas != job.replicas]
         rescales = {
             job.key: self._writers.submit(
                 partial(
@@ -316,8 +317,7 @@ class Engine:
                     now=now,
                 )
             )
-            for job in jobs
-            if settled[job.key].replicas != job.replicas
+            for job in moving
         }
         acted: dict[JobKey, Acted] = {}
         to_save: list[tuple[ManagedJob, Acted]] = []
@@ -332,11 +332,10 @@ class Engine:
             acted[job.key] = done
             changed = self._changed(job.key, done.state)
             (to_save if changed else unchanged).append((job, done))
-        for job in jobs:
-            if job.key in rescales:
-                acted[job.key] = done = rescales[job.key].result()
-                if self._changed(job.key, done.state):
-                    to_save.append((job, done))
+        for job in moving:
+            acted[job.key] = done = rescales[job.key].result()
+            if self._changed(job.key, done.state):
+                to_save.append((job, done))
         for job, done in [*to_save, *self._refreshes(unchanged, now=now)]:
             self._saving[job.key] = self._writers.submit(self._save, job, done, now)
         for job in jobs:
