@@ -2,6 +2,7 @@
 real kube-scheduler: scheduling on extended resources, pod networking and names, restarts,
 deletion, a lost node, and cleanup. No operator runs here."""
 
+import contextlib
 import itertools
 import json
 import os
@@ -326,9 +327,9 @@ def test_deletion_sends_sigterm_then_sigkill_after_the_grace(
         "print('ready', flush=True); time.sleep(3600)\n"
     )
     stubborn = (
-        "import os, signal, time\n"
+        "import signal, time\n"
         "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-        "print(os.getpid(), flush=True); time.sleep(3600)\n"
+        "print('ready', flush=True); time.sleep(3600)\n"
     )
     pods.create(pod("polite", polite))
     pods.create(pod("stubborn", stubborn, grace=2))
@@ -337,7 +338,7 @@ def test_deletion_sends_sigterm_then_sigkill_after_the_grace(
         return node_agent.container_log(pods.namespace, name, "main")
 
     wait_for(lambda: log("polite") and log("stubborn"), what="both containers to start")
-    pid = int(log("stubborn"))
+    [pid] = node_agent.container_pids(pods.namespace, "stubborn", "main")
 
     start = time.monotonic()
     pods.delete("polite")  # the default 30 s grace: SIGTERM ends it at once
@@ -355,17 +356,18 @@ def test_deletion_sends_sigterm_then_sigkill_after_the_grace(
 def test_lost_node_kills_its_processes_and_stops_its_lease(
     start_node_agent: Start, pods: Pods, kube_api: client.ApiClient
 ) -> None:
+    """The host goes silent: a peer's open connection gets neither data nor a reset, a new one
+    no refusal; its processes are gone; its Lease is no longer renewed."""
     agent = start_node_agent([NodeSpec("node-0"), NodeSpec("node-1")])
-    getpid = "import os, time; print(os.getpid(), flush=True); time.sleep(3600)"
-    pods.create(pod("doomed", getpid, node="node-0"))
-    pods.create(pod("survivor", getpid, node="node-1"))
-
-    def log(name: str) -> str:
-        return agent.container_log(pods.namespace, name, "main")
-
-    wait_for(lambda: log("doomed") and log("survivor"), what="both containers to start")
-    doomed, survivor = int(log("doomed")), int(log("survivor"))
+    pods.create(pod("doomed", HOLD_CONNECTIONS, node="node-0"))
+    pods.create(pod("survivor", SLEEP, node="node-1"))
     pods.wait_phase("doomed", "Running")
+    pods.wait_phase("survivor", "Running")
+    doomed_ip = agent.pod_ip(pods.namespace, "doomed")
+    assert doomed_ip is not None
+    peer = connect_when_listening(doomed_ip)
+    doomed = agent.container_pids(pods.namespace, "doomed", "main")
+    survivor = agent.container_pids(pods.namespace, "survivor", "main")
     kube = Kube(kube_api)
 
     def renewed(node: str) -> str:
@@ -373,8 +375,15 @@ def test_lost_node_kills_its_processes_and_stops_its_lease(
         return time_
 
     agent.lose_node("node-0")
-    assert process_gone(doomed)
-    assert not process_gone(survivor)
+    assert all(process_gone(pid) for pid in doomed)
+    assert not any(process_gone(pid) for pid in survivor)
+    with peer, pytest.raises(TimeoutError):  # a reset would raise ConnectionResetError
+        peer.settimeout(2)
+        peer.sendall(b"are you there?")
+        peer.recv(100)
+    with pytest.raises((TimeoutError, OSError)) as refused:
+        socket.create_connection((doomed_ip, 8080), timeout=2).close()
+    assert not isinstance(refused.value, ConnectionRefusedError)
     lost_lease = renewed("node-0")
     live = {renewed("node-1")}
 
@@ -387,6 +396,74 @@ def test_lost_node_kills_its_processes_and_stops_its_lease(
     assert pods.phase("doomed") == "Running"  # nobody reports for a dead kubelet
 
 
+HOLD_CONNECTIONS = (
+    "import socket, time\n"
+    "server = socket.create_server(('0.0.0.0', 8080))\n"
+    "held = []\n"
+    "while True: held.append(server.accept())\n"
+)
+
+
+def connect_when_listening(ip: str) -> socket.socket:
+    sockets: list[socket.socket] = []
+
+    def connected() -> bool:
+        with contextlib.suppress(OSError):
+            sockets.append(socket.create_connection((ip, 8080), timeout=1))
+        return bool(sockets)
+
+    wait_for(connected, what=f"{ip}:8080 to listen")
+    return sockets[0]
+
+
+# A container that leaves processes in a session of their own (as torchrun's workers are).
+ESCAPE = (
+    "import os, sys, time\n"
+    "if os.fork() == 0:\n"
+    "    os.setsid()\n"
+    "    if os.fork() == 0:\n"
+    "        time.sleep(3600)\n"
+    "    time.sleep(3600)\n"
+    "print('forked', flush=True)\n"
+    "time.sleep(float(sys.argv[1]))\n"
+    "sys.exit(3)\n"
+)
+
+
+@pytest.mark.parametrize("end", ["killed", "main process exits", "deleted past its grace"])
+def test_a_container_ends_with_every_process_it_started(
+    node_agent: NodeAgent, pods: Pods, end: str
+) -> None:
+    """As runc: whatever session a process of the container moved to, it ends with it."""
+    lifetime = "2" if end == "main process exits" else "3600"
+    spec = pod("escape", ESCAPE, grace=1)
+    spec["spec"]["containers"][0]["args"] = [lifetime]
+    pods.create(spec)
+    wait_for(
+        lambda: node_agent.container_log(pods.namespace, "escape", "main"),
+        what="the container to fork",
+    )
+    wait_for(
+        lambda: len(node_agent.container_pids(pods.namespace, "escape", "main")) == 3,
+        what="the main process and its two descendants",
+    )
+    processes = node_agent.container_pids(pods.namespace, "escape", "main")
+    sessions = {os.getsid(pid) for pid in processes}
+    assert len(sessions) == 2  # the grandchild left the container's session
+    if end == "killed":
+        node_agent.kill_container(pods.namespace, "escape", "main", signal.SIGKILL)
+        state = pods.wait_phase("escape", "Failed")["containerStatuses"][0]["state"]
+        assert state["terminated"]["exitCode"] == 137
+    elif end == "main process exits":
+        state = pods.wait_phase("escape", "Failed")["containerStatuses"][0]["state"]
+        assert state["terminated"]["exitCode"] == 3
+    else:
+        pods.delete("escape")  # its init ignores SIGTERM (no handler): SIGKILL after 1 s
+        wait_for(lambda: pods.get("escape") is None, timeout=10, what="escape to be deleted")
+    assert [pid for pid in processes if not process_gone(pid)] == []
+    assert node_agent.errors == []
+
+
 def test_stop_removes_everything(
     start_node_agent: Start, pods: Pods, kube_api: client.ApiClient
 ) -> None:
@@ -394,11 +471,11 @@ def test_stop_removes_everything(
     pods.kube.create(
         {**headless("sleeper"), "metadata": {"name": "sleeper", "namespace": pods.namespace}}
     )
-    pods.create(pod("sleeper", "import os, time; print(os.getpid(), flush=True); time.sleep(3600)"))
+    pods.create(pod("sleeper", SLEEP))
     wait_for(
         lambda: agent.container_log(pods.namespace, "sleeper", "main"), what="sleeper to start"
     )
-    pid = int(agent.container_log(pods.namespace, "sleeper", "main"))
+    [pid] = agent.container_pids(pods.namespace, "sleeper", "main")
     prefix = agent.prefix
     assert (
         prefix

@@ -3,7 +3,11 @@
 `NodeAgent` registers Nodes with the real API server (capacity incl. `nvidia.com/gpu`, a Ready
 condition, a Lease renewed every `heartbeat_seconds`), so the real kube-scheduler binds pods to
 them. Each pod bound to one of its Nodes gets a network namespace on a private bridge, and each
-container's `command` + `args` runs there as its own process group, with the pod's hostname.
+container's `command` + `args` runs there as the init of a PID namespace of its own, with the
+pod's hostname (`container_init.py`): as with runc, a container is all of its processes, so its
+end (exit, crash, kill, deletion past its grace period, a lost node) ends every one of them,
+whatever session it started. Signals go to the container's init, which receives those it handles
+(and SIGKILL): a process that installs no SIGTERM handler runs on until the grace period ends.
 Status (phase, IPs, conditions, container states, restarts with back-off) is written through
 the pods' `status` subresource; deletion follows the kubelet: SIGTERM, SIGKILL after the grace
 period, then the object is removed with a uid precondition.
@@ -27,8 +31,10 @@ Limitations (a test double, not a kubelet):
   by the agent (no node-lifecycle controller runs to lift it).
 - Restarts back off as the kubelet's do: the first restart at once, then `backoff_base`
   doubling up to `backoff_cap`; reset after a run of `backoff_reset_seconds`.
-- No node-lifecycle controller runs: after `lose_node` the Node stays Ready in the API, only its
-  Lease goes stale, and the scheduler may still bind pods to it (they stay Pending).
+- `lose_node` is a host gone silent: its pods' links go down (peers get no reset, only
+  silence), then every container is killed. The agent runs no node-lifecycle controller: the
+  Node stays Ready in the API unless kube-controller-manager's marks it NotReady from the stale
+  Lease, and the scheduler may still bind pods to it (they stay Pending).
 - `stop()` deletes its Nodes and Leases and force-deletes pods still bound to them (as the pod
   garbage collector does for a deleted Node), so a later agent with the same node names starts
   clean.
@@ -72,9 +78,9 @@ JSON = dict[str, Any]
 GPU = "nvidia.com/gpu"
 LEASE_NAMESPACE = "kube-node-lease"
 NODES = Resource("", "v1", "nodes")
-IP, UNSHARE, SH, HOSTNAME = (shutil.which(n) or n for n in ("ip", "unshare", "sh", "hostname"))
-# Runs inside the pod's netns and a new UTS namespace: set the hostname, cd, exec the command.
-LAUNCH = f'{HOSTNAME} "$1" && cd "$2" && shift 2 && exec "$@"'
+IP = shutil.which("ip") or "ip"
+# Runs each container as the init of a PID namespace of its own, inside the pod's netns.
+CONTAINER_INIT = Path(__file__).with_name("container_init.py")
 FIELD_PATHS = (
     "metadata.name",
     "metadata.namespace",
@@ -134,9 +140,34 @@ def _ip_quiet(*args: str) -> None:
     subprocess.run([IP, *args], capture_output=True, check=False)
 
 
-def _killpg(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
+def _container_init(handle: int) -> int | None:
+    """The host PID of a container's init: the only child of its handle, once it has forked."""
+    try:
+        children = Path(f"/proc/{handle}/task/{handle}/children").read_text().split()
+    except OSError:
+        return None
+    return int(children[0]) if children else None
+
+
+def _descendants(pid: int) -> list[int]:
+    """`pid` and every process below it, by the kernel's child lists."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def _signal_container(handle: int, sig: int) -> None:
+    """As runc's kill: a signal goes to the container's init (through its handle, which forwards
+    it); SIGKILL straight to the init, so that every process of the container is gone once its
+    handle exits."""
+    target = (_container_init(handle) or handle) if sig == signal.SIGKILL else handle
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(target, sig)
 
 
 def _expand(text: str, env: Mapping[str, str]) -> str:
@@ -228,6 +259,10 @@ class Network:
         _ip("-n", netns, "link", "set", "eth0", "up")
         _ip("-n", netns, "route", "add", "default", "via", self.host_ip)
         return netns, ip
+
+    def cut(self, netns: str) -> None:
+        """The pod's link goes down: frames to and from it are dropped, nothing is refused."""
+        _ip("link", "set", self._namespaces[netns][0], "down")
 
     def remove_pod(self, netns: str) -> None:
         veth, number = self._namespaces.pop(netns)
@@ -395,7 +430,7 @@ class NodeAgent:
         for thread in self._threads:
             thread.join(timeout=10)
         with self._lock:
-            self._kill_everything()
+            self._kill_containers(list(self._pods.values()))
             if self._network is not None:
                 self._network.destroy()
         self._delete_api_objects()
@@ -417,30 +452,37 @@ class NodeAgent:
     def kill_container(
         self, namespace: str, pod: str, container: str, sig: int = signal.SIGKILL
     ) -> None:
-        """Signal a running container's process group (a crash or OOM kill); restarts follow."""
+        """Signal a running container (SIGKILL: a crash or OOM kill, every process of it at
+        once); restarts follow its pod's restartPolicy."""
         with self._lock:
             state = self._find(namespace, pod)
             found = next((c for c in state.containers if c.name == container), None)
             if found is None or found.proc is None:
                 raise LookupError(f"container {container} of {namespace}/{pod} is not running")
-            _killpg(found.proc.pid, sig)
+            _signal_container(found.proc.pid, sig)
+
+    def container_pids(self, namespace: str, pod: str, container: str) -> list[int]:
+        """Host PIDs of every process of a running container (its handle excluded)."""
+        with self._lock:
+            state = self._find(namespace, pod)
+            found = next((c for c in state.containers if c.name == container), None)
+            init = None if found is None or found.proc is None else _container_init(found.proc.pid)
+        return [] if init is None else _descendants(init)
 
     def lose_node(self, name: str) -> None:
-        """The node's host dies: every process SIGKILLed at once, no heartbeats, no status."""
+        """The node's host dies silently: its pods' links go down first, so no FIN or reset
+        reaches a peer (they block until their own timeouts, as with a real lost host); then
+        every process is killed, and no heartbeat or status is written again."""
         with self._lock:
             with self._heartbeat_lock:  # no renewal in flight after this returns
                 self._lost.add(name)
             doomed = [p for p in self._pods.values() if p.node == name]
+            assert self._network is not None
             for pod in doomed:
                 pod.lost = True
-                for c in pod.containers:
-                    if c.proc is not None:
-                        _killpg(c.proc.pid, signal.SIGKILL)
-            for pod in doomed:
-                for c in pod.containers:
-                    if c.proc is not None:
-                        c.proc.wait()
-                        c.proc = None
+                if pod.netns is not None:
+                    self._network.cut(pod.netns)
+            self._kill_containers(doomed)
 
     def pod_ip(self, namespace: str, pod: str) -> str | None:
         """The IP of the pod's current netns (None if not (yet) run here)."""
@@ -729,10 +771,10 @@ class NodeAgent:
         logs = self.workdir / "logs" / pod.namespace / pod.name / c.name
         logs.mkdir(parents=True, exist_ok=True)
         path = logs / f"{len(list(logs.glob('*.log'))):04d}-{pod.uid[:8]}.log"
-        sandbox = [IP, "netns", "exec", pod.netns or "", UNSHARE, "--uts", SH, "-c", LAUNCH]
+        runtime = [IP, "netns", "exec", pod.netns or "", sys.executable, "-I", "-S"]
         with path.open("ab") as out:
             c.proc = subprocess.Popen(
-                [*sandbox, "sh", pod.hostname, cwd, *argv],
+                [*runtime, str(CONTAINER_INIT), pod.hostname, cwd, *argv],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -786,14 +828,14 @@ class NodeAgent:
         return env
 
     def _reap(self, pod: PodState, c: Container, now: float) -> None:
-        """Record an exited main process; kill what it left in its group; plan a restart."""
+        """Record an exited container (its handle exits after every process of it); plan a
+        restart."""
         if c.proc is None:
             return
         pid = c.proc.pid
-        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        code = c.proc.poll()
+        if code is None:
             return
-        _killpg(pid, signal.SIGKILL)  # still a zombie: the group id cannot be reused yet
-        code = c.proc.wait()
         c.proc = None
         c.termination = {
             "exitCode": 128 - code if code < 0 else code,
@@ -839,14 +881,14 @@ class NodeAgent:
             for c in pod.containers:
                 c.start_at = None
                 if c.proc is not None:
-                    _killpg(c.proc.pid, signal.SIGTERM)
+                    _signal_container(c.proc.pid, signal.SIGTERM)
         for c in pod.containers:
             self._reap(pod, c, now)
         running = [c.proc for c in pod.containers if c.proc is not None]
         if running and now >= pod.kill_at and not pod.sigkilled:
             pod.sigkilled = True
             for proc in running:
-                _killpg(proc.pid, signal.SIGKILL)
+                _signal_container(proc.pid, signal.SIGKILL)
         if running:
             return
         if not pod.terminal:
@@ -863,24 +905,22 @@ class NodeAgent:
             self.kube.request("DELETE", PODS.path(pod.namespace, pod.name), body=body)
 
     def _forget(self, pod: PodState) -> None:
-        for c in pod.containers:
-            if c.proc is not None:
-                _killpg(c.proc.pid, signal.SIGKILL)
-                c.proc.wait()
-                c.proc = None
+        self._kill_containers([pod])
         self._finish(pod)
         self._pods.pop(pod.uid, None)
         self._finished.add(pod.uid)
 
-    def _kill_everything(self) -> None:
-        procs = [c.proc for p in self._pods.values() for c in p.containers if c.proc is not None]
-        for proc in procs:
-            _killpg(proc.pid, signal.SIGKILL)
-        for proc in procs:
-            proc.wait()
-        for pod in self._pods.values():
-            for c in pod.containers:
-                c.proc = None
+    @staticmethod
+    def _kill_containers(pods: Sequence[PodState]) -> None:
+        """SIGKILL every running container of `pods` at once, then wait for all of them."""
+        running = [c for pod in pods for c in pod.containers if c.proc is not None]
+        for c in running:
+            assert c.proc is not None
+            _signal_container(c.proc.pid, signal.SIGKILL)
+        for c in running:
+            assert c.proc is not None
+            c.proc.wait()
+            c.proc = None
 
     def _delete_api_objects(self) -> None:
         """Nodes, Leases and the pods still bound to the Nodes (grace 0)."""
