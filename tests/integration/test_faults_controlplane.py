@@ -20,6 +20,8 @@ import pytest
 import yaml
 from kubernetes import client
 
+from autoscaler.metrics_contract import DEFAULT_QUERY_TEMPLATE
+from autoscaler.observability.decision_log import read_decision_log
 from tests.integration.conftest import RBAC_FILE
 from tests.integration.test_gang import control_plane as own_control_plane
 from tests.integration.test_gang import namespace as case_namespace
@@ -355,6 +357,92 @@ def test_prometheus_killed_holds_every_job_then_sizing_resumes(
         f"2 jobs held at 1 worker for {held:.0f} rounds (MetricsUnavailable, no write), then"
         f" sized to 2 each; timed from Prometheus' return ({back:.1f} s to restart)",
     )
+
+
+STALE_AFTER = 3.0  # seconds: the outage below outlasts it, so every reading the engine had is stale
+
+
+def test_prometheus_lost_after_sizing_shrinks_and_grows_nothing_then_sizing_resumes(
+    case: Case, recovery: Record
+) -> None:
+    """Jobs sized from their readings first; then Prometheus is SIGKILLed for longer than the
+    staleness window, the case where missing data could shrink a job: every count is held,
+    with the reason on the job and in the decision log, and the engine decides again within
+    two rounds of Prometheus' return."""
+    cluster, prometheus, api = case.cluster, case.prometheus, case.cluster.api
+    log = case.workdir / "decisions.jsonl"
+    case.operator()
+    settings = engine_config(namespace=cluster.ns, prometheus_url="", capacity={})["settle"]
+    engine = case.engine(
+        decision_log=str(log), settle={**settings, "stale_after_seconds": STALE_AFTER}
+    )
+    jobs = ("left", "right")
+    create_running(cluster, *(gpu_job(name) for name in jobs))
+    for name in jobs:
+        trainer = case.stack.enter_context(
+            Trainer(api, namespace=cluster.ns, name=name, curve=lambda n: 100.0 * n)
+        )
+        prometheus.add_target(trainer.target, job="training", labels={"test": cluster.ns})
+        case.stack.callback(prometheus.remove_target, trainer.target, job="training")
+    sized = dict.fromkeys(jobs, 2)
+    wait_for(
+        lambda: {name: replicas(cluster, name) for name in jobs} == sized,
+        timeout=60,
+        what="the engine to size both jobs from their readings",
+    )
+    writes = metric(engine, "autoscaler_scale_writes_total")
+    prometheus.kill()
+    lost = metric(engine, "autoscaler_rounds_total")
+    with stopwatch() as outage:
+        wait_for(
+            lambda: (
+                outage() > 2 * STALE_AFTER
+                and all(held_round(log, name) for name in jobs)
+                and all("MetricsUnavailable" in cluster.events(name) for name in jobs)
+            ),
+            timeout=60,
+            what="both jobs held past the staleness window",
+        )
+        held_for = outage()
+    held = metric(engine, "autoscaler_rounds_total") - lost
+    assert metric(engine, "autoscaler_scale_writes_total") == writes
+    assert {name: replicas(cluster, name) for name in jobs} == sized
+    back = prometheus.restart()
+    with stopwatch() as readable:  # Prometheus rate()s need fresh scrapes in their window first
+        for name in jobs:
+            prometheus.wait_for_series(throughput_query(cluster.ns, name))
+        first_reading = readable()
+    returned = metric(engine, "autoscaler_rounds_total")
+    with stopwatch() as elapsed:
+        wait_for(
+            lambda: not any(held_round(log, name) for name in jobs),
+            timeout=30,
+            interval=0.2,
+            what=f"the engine to decide on readings again\n{log_tail(engine.log)}",
+        )
+        recovered = elapsed()
+    rounds = metric(engine, "autoscaler_rounds_total") - returned
+    assert rounds <= 2, f"sizing resumed {rounds:.0f} rounds after Prometheus returned"
+    assert {name: replicas(cluster, name) for name in jobs} == sized
+    recovery(
+        "Prometheus SIGKILL after sizing",
+        recovered,
+        f"2 jobs sized to 2, then Prometheus down {held_for:.1f} s (> {STALE_AFTER:g} s"
+        f" staleness): held for {held:.0f} rounds, no write; deciding again {rounds:.0f}"
+        f" round(s) after its readings returned ({back:.1f} s to restart, first readings"
+        f" {first_reading:.1f} s later); timed from its readings",
+    )
+
+
+def throughput_query(namespace: str, name: str) -> str:
+    window = engine_config(namespace="", prometheus_url="", capacity={})["prometheus"]["window"]
+    return DEFAULT_QUERY_TEMPLATE.format(namespace=namespace, name=name, window=window)
+
+
+def held_round(log: Path, name: str) -> bool:
+    """Whether the engine's newest decision for `name` was held for missing metrics."""
+    records = [r for r in read_decision_log(log) if r["name"] == name] if log.exists() else []
+    return bool(records) and records[-1]["reason"] == "MetricsUnavailable"
 
 
 def gpu_job(name: str) -> JSON:
