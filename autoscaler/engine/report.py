@@ -41,6 +41,7 @@ class RoundReport:
 
 
 def log_records(report: RoundReport) -> list[dict[str, Any]]:
+    remaining = {(j.namespace, j.name): j.remaining_samples for j in report.snapshot.jobs}
     return [
         {
             "time": report.time.isoformat(),
@@ -61,6 +62,7 @@ def log_records(report: RoundReport) -> list[dict[str, Any]]:
             "error": o.error,
             "observed_samples_per_second": o.observed,
             "predicted_samples_per_second": o.predicted,
+            "remaining_samples": remaining.get((o.job.namespace, o.job.name)),
         }
         for o in report.outcomes
     ]

@@ -267,6 +267,7 @@ def test_the_decision_log_has_a_line_per_job_and_round(tmp_path: Path) -> None:
         "reason",
         "steps",
         "predicted_samples_per_second",
+        "remaining_samples",
     } <= set(records[0])
 
 
