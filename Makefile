@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-unit e2e faults fuzz training-env bench-operator bench-scale bench-optimizer bench-sim lint format docs docs-site crd dashboards openapi lock testenv system-deps clean
+.PHONY: help demo test test-unit e2e count-tests faults fuzz training-env bench-operator bench-scale bench-optimizer bench-sim lint format docs docs-site crd dashboards openapi lock testenv system-deps clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -42,8 +42,11 @@ test: $(STAMP) system-deps testenv training-env ## set everything up, then run t
 E2E_REPORT := $(VENV)/e2e-report.jsonl
 e2e: $(STAMP) system-deps testenv training-env ## only the real-training scenarios, then their figures
 	rm -f $(E2E_REPORT)
-	AUTOSCALER_E2E_REPORT=$(E2E_REPORT) $(BIN)/python -m pytest -m e2e
-	$(BIN)/python -m tests.e2e.report $(E2E_REPORT)
+	AUTOSCALER_E2E_REPORT=$(E2E_REPORT) $(BIN)/python -m pytest -m e2e; tests=$$?; \
+	  $(BIN)/python -m tests.e2e.report $(E2E_REPORT) && exit $$tests
+
+count-tests: $(STAMP) ## how many tests run against real servers, real training, and none
+	$(BIN)/python -m tests.count
 
 faults: $(STAMP) system-deps testenv ## only the fault matrix: servers and processes broken, recovery times printed
 	$(BIN)/python -m pytest -m faults

@@ -15,8 +15,9 @@ TARGET_MAX_STALL = 30.0
 
 
 def read(path: Path) -> Summary:
+    """The run's figures; a run that wrote no report (it ended before any scenario) has none."""
     rescales, lost = [], 0
-    for line in path.read_text().splitlines():
+    for line in path.read_text().splitlines() if path.exists() else []:
         record = json.loads(line)
         if "lost" in record:
             lost = int(record["lost"])
