@@ -11,6 +11,7 @@ from autoscaler.api import coordinates as c
 from autoscaler.api.defaults import default_bounds
 from autoscaler.api.quantity import parse_resources
 from autoscaler.api.timestamps import parse_timestamp
+from autoscaler.clients.prometheus import check_template
 from autoscaler.engine.ports import HpaCondition, HpaStatus, ManagedJob, Owner
 
 JSON = Mapping[str, Any]
@@ -34,6 +35,7 @@ def managed_job(obj: JSON) -> ManagedJob | None:
     allowed, allowed_problem = allowed_replicas(
         annotations.get(c.ANNOTATION_ALLOWED_REPLICAS), low=low, high=high
     )
+    query, query_problem = throughput_query(annotations.get(c.ANNOTATION_THROUGHPUT_QUERY))
     return ManagedJob(
         namespace=metadata.get("namespace", ""),
         name=metadata["name"],
@@ -60,7 +62,10 @@ def managed_job(obj: JSON) -> ManagedJob | None:
         state=annotations.get(c.ANNOTATION_STATE, ""),
         total_samples=total,
         allowed_replicas=allowed,
-        problems=tuple(problem for problem in (total_problem, allowed_problem) if problem),
+        throughput_query=query,
+        problems=tuple(
+            problem for problem in (total_problem, allowed_problem, query_problem) if problem
+        ),
     )
 
 
@@ -148,6 +153,23 @@ def total_samples(text: str | None) -> tuple[float | None, str]:
     if not math.isfinite(value) or value <= 0:
         return None, f"{c.ANNOTATION_TOTAL_SAMPLES} {text!r} is not a positive number: ignored"
     return value, ""
+
+
+MAX_QUERY_CHARS = 4096
+
+
+def throughput_query(text: str | None) -> tuple[str | None, str]:
+    """The job's own throughput query template, or None and why the annotation is ignored."""
+    if text is None:
+        return None, ""
+    name = c.ANNOTATION_THROUGHPUT_QUERY
+    if not text.strip() or len(text) > MAX_QUERY_CHARS:
+        return None, f"{name} must be a PromQL expression of 1 to {MAX_QUERY_CHARS} characters"
+    try:
+        check_template(text)
+    except ValueError as exc:
+        return None, f"{name}: {exc} (write PromQL's own braces as {{{{ and }}}}): ignored"
+    return text, ""
 
 
 def allowed_replicas(

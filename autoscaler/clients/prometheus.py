@@ -204,9 +204,8 @@ class PrometheusThroughput:
             return {}
 
     def _query(self, job: ManagedJob) -> float | None:
-        query = render_query(
-            self.template, namespace=job.namespace, name=job.name, window=self.window
-        )
+        template = job.throughput_query or self.template
+        query = render_query(template, namespace=job.namespace, name=job.name, window=self.window)
         self.queries += 1
         try:
             result = self._prom.custom_query(query, timeout=self.timeout)

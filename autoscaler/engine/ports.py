@@ -54,6 +54,7 @@ class ManagedJob:
     uid: str = ""
     total_samples: float | None = None  # the work the job declared; None = not declared
     allowed_replicas: tuple[int, ...] | None = None  # the only counts it may run at; None = all
+    throughput_query: str | None = None  # its own samples/s query template; None = the engine's
     problems: tuple[str, ...] = ()  # annotations ignored because they are invalid, and why
     queue: str = ""  # the Kueue LocalQueue it is labelled for; "" when none
     # Gang scheduling: the job's PodGroup is not placed yet (its pods wait all-or-nothing).

@@ -3,20 +3,24 @@
 import math
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from autoscaler.clients.prometheus import (
+    PrometheusThroughput,
     check_template,
     check_window,
     escape_string,
     parse_result,
     render_query,
 )
+from autoscaler.engine.ports import ManagedJob, Owner
 from autoscaler.metrics_contract import (
     DEFAULT_QUERY_TEMPLATE,
+    DEFAULT_WINDOW,
     LABEL_JOB_NAME,
     LABEL_NAMESPACE,
     SAMPLES_TOTAL,
@@ -96,6 +100,21 @@ def test_custom_template() -> None:
     check_template(template)
     rendered = render_query(template, namespace="n", name='a"b', window="1m30s")
     assert rendered == 'sum(irate(my_samples{ns="n", job="a\\"b"}[1m30s])) * 2'
+
+
+def test_a_job_with_its_own_query_is_read_with_it() -> None:
+    asked: list[str] = []
+    source = PrometheusThroughput(url="http://prometheus.invalid")
+    source._prom.custom_query = lambda query, timeout: asked.append(query) or []  # type: ignore[method-assign]
+    own = 'sum(rate(images_total{{ns="{namespace}", job="{name}"}}[{window}]))'
+    created = datetime(2026, 12, 1, tzinfo=UTC)
+    jobs = [
+        ManagedJob("n", name, 1, 4, 1, 1, Owner.ENGINE, created, throughput_query=query)
+        for name, query in (("plain", None), ("own", own))
+    ]
+    assert source.read(jobs, now=created) == {("n", "plain"): None, ("n", "own"): None}
+    assert asked[1] == f'sum(rate(images_total{{ns="n", job="own"}}[{DEFAULT_WINDOW}]))'
+    assert asked[0].startswith(f"sum(rate({SAMPLES_TOTAL}")
 
 
 @pytest.mark.parametrize(

@@ -74,6 +74,32 @@ def test_annotations_are_read_or_ignored_with_the_reason(
     assert (problem in found.problems[0]) if problem else found.problems == ()
 
 
+QUERY = "elastic-autoscaler.io/throughput-query"
+OWN = 'sum(rate(my_images_total{{kubernetes_namespace="{namespace}", job="{name}"}}[{window}]))'
+
+
+@pytest.mark.parametrize(
+    ("text", "query", "problem"),
+    [
+        (OWN, OWN, ""),
+        (
+            "sum(rate(x{pod=~'{name}-.*'}[1m]))",
+            None,
+            "unexpected '{' in field name (write PromQL's own braces as {{ and }})",
+        ),
+        ('rate(x{{job="{job}"}}[1m])', None, "field {job} is not one of"),
+        ("   ", None, "must be a PromQL expression of 1 to 4096 characters"),
+        ("x" * 4097, None, "must be a PromQL expression of 1 to 4096 characters"),
+    ],
+)
+def test_a_job_may_declare_its_own_throughput_query(
+    text: str, query: str | None, problem: str
+) -> None:
+    found = pytorchjob({QUERY: text})
+    assert found.throughput_query == query
+    assert (problem in found.problems[0]) if problem else found.problems == ()
+
+
 def test_no_power_of_two_within_the_bounds_is_a_problem() -> None:
     found = pytorchjob({ALLOWED: "powers-of-two"}, low=5, high=7)
     assert found.allowed_replicas is None
