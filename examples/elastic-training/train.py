@@ -8,12 +8,14 @@ What an elastic job's script must do, in about a hundred lines:
 - shard the data by the current WORLD_SIZE, and keep the global batch per step proportional to it;
 - bound the collective timeout, so a peer that vanishes without closing its sockets (a lost
   node) fails the step in `--collective-timeout` seconds instead of gloo's default 30 minutes;
-- report its throughput with `autoscaler.training.ThroughputReporter` (one reporter per pod).
+- report its throughput and its declared work with `autoscaler.training.ThroughputReporter`
+  (one reporter per pod), so the engine sizes it by the samples it has left.
 
-The model is tiny; `--step-seconds` stands in for the accelerator's compute time per step (a GPU
-step runs on the device, not on the host's CPU), so the job's throughput grows with its workers
-the way a data-parallel job's does. With `--events FILE` every process appends JSON lines
-(start, resume, step, checkpoint, done) that tests measure stalls and redone steps from.
+It trains a small convolutional net on generated 32x32 images, real CPU compute: with one
+intra-op thread (`OMP_NUM_THREADS=1`) a step of 128 images takes about 0.1 s on one core. It ends
+when the job has trained `--total-samples` samples (every worker's, every incarnation's). With
+`--events FILE` every process appends JSON lines (start, resume, step, checkpoint, done) that
+tests measure stalls and redone steps from.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import json
 import os
 import socket
 import time
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
@@ -33,21 +36,22 @@ from torch.nn.parallel import DistributedDataParallel
 from autoscaler.training import ThroughputReporter
 
 CHECKPOINT = "checkpoint.pt"
+CLASSES = 4  # the brightest of an image's four quadrants
+COLLECTIVE_TIMEOUT = 15.0  # over 2x the longest wait a collective had in `make e2e`: ~6 s
+LEARNING_RATE = 0.01  # per worker's batch
+# PIDs repeat across containers (each is a PID namespace of its own): a process's own identity.
+PROCESS = uuid.uuid4().hex
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint-dir", type=Path, required=True)
-    parser.add_argument("--total-steps", type=int, default=1000)
-    parser.add_argument("--checkpoint-every", type=int, default=10)
-    parser.add_argument("--batch-size", type=int, default=32, help="samples per worker per step")
-    parser.add_argument("--step-seconds", type=float, default=0.1, help="emulated device time")
-    parser.add_argument("--collective-timeout", type=float, default=30.0)
+    parser.add_argument("--total-samples", type=int, default=200_000, help="the job's work")
+    parser.add_argument("--checkpoint-every", type=int, default=10, help="steps")
+    parser.add_argument("--batch-size", type=int, default=128, help="samples per worker per step")
+    parser.add_argument("--collective-timeout", type=float, default=COLLECTIVE_TIMEOUT)
     parser.add_argument("--metrics-port", type=int, default=9400)
     parser.add_argument("--events", type=Path, default=None)
-    parser.add_argument(
-        "--finish-file", type=Path, default=None, help="when it exists, finish at the next step"
-    )
     return parser.parse_args()
 
 
@@ -64,74 +68,97 @@ class Events:
                 out.write(line + "\n")
 
 
-def load_checkpoint(directory: Path, model: torch.nn.Module, optim: torch.optim.Optimizer) -> int:
-    """The step to continue from: the checkpoint's, or 0 when there is none."""
+def convnet() -> torch.nn.Module:
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 32, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(32, 64, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(64 * 8 * 8, CLASSES),
+    )
+
+
+def generated_batch(first_sample: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Samples `first_sample`.. of a generated dataset: noise images, labelled by which of the
+    image's quadrants is brightest (something a convolutional net can learn)."""
+    generator = torch.Generator().manual_seed(first_sample)
+    images = torch.randn(size, 3, 32, 32, generator=generator)
+    quadrants = images.mean(dim=1).unfold(1, 16, 16).unfold(2, 16, 16).mean(dim=(3, 4))
+    return images, quadrants.flatten(1).argmax(dim=1)
+
+
+def load_checkpoint(
+    directory: Path, model: torch.nn.Module, optim: torch.optim.Optimizer
+) -> tuple[int, int]:
+    """The step and the job's samples trained to continue from: the checkpoint's, or zero."""
     path = directory / CHECKPOINT
     if not path.exists():
-        return 0
+        return 0, 0
     state = torch.load(path, weights_only=True)
     model.load_state_dict(state["model"])
     optim.load_state_dict(state["optim"])
-    return int(state["step"])
+    return int(state["step"]), int(state["samples"])
 
 
 def save_checkpoint(
-    directory: Path, model: torch.nn.Module, optim: torch.optim.Optimizer, step: int
+    directory: Path, model: torch.nn.Module, optim: torch.optim.Optimizer, step: int, samples: int
 ) -> None:
-    tmp = directory / f".{CHECKPOINT}.{os.getpid()}.tmp"
-    torch.save({"model": model.state_dict(), "optim": optim.state_dict(), "step": step}, tmp)
+    tmp = directory / f".{CHECKPOINT}.{PROCESS}.tmp"
+    state = {"model": model.state_dict(), "optim": optim.state_dict()}
+    torch.save({**state, "step": step, "samples": samples}, tmp)
     os.replace(tmp, directory / CHECKPOINT)
-
-
-def finish_requested(path: Path | None) -> bool:
-    """Whether any rank sees the finish file (agreed by all ranks, so they stop at one step)."""
-    if path is None:
-        return False
-    seen = torch.tensor([1.0 if path.exists() else 0.0])
-    dist.all_reduce(seen, op=dist.ReduceOp.MAX)
-    return bool(seen.item())
 
 
 def main() -> None:
     args = parse_args()
     dist.init_process_group("gloo", timeout=timedelta(seconds=args.collective_timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
-    events = Events(args.events, host=socket.gethostname(), pid=os.getpid(), rank=rank, world=world)
+    events = Events(args.events, host=socket.gethostname(), process=PROCESS, rank=rank, world=world)
     events("start", restart=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
     reporter = None
     if int(os.environ.get("LOCAL_RANK", "0")) == 0:
-        reporter = ThroughputReporter.start(port=args.metrics_port)
+        reporter = ThroughputReporter.start(
+            port=args.metrics_port, total_samples=args.total_samples
+        )
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
-    optim = torch.optim.SGD(model.parameters(), lr=0.01)
+    model = convnet()
+    optim = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
     args.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    step = resumed = load_checkpoint(args.checkpoint_dir, model, optim)
-    events("resume", from_step=step)
+    step, samples = load_checkpoint(args.checkpoint_dir, model, optim)
+    for group in optim.param_groups:  # linear scaling: the global batch is world x batch
+        group["lr"] = LEARNING_RATE * world
+    resumed = step
+    events("resume", from_step=step, samples=samples)
+    if reporter is not None:
+        reporter.set_progress(samples)
     ddp = DistributedDataParallel(model)
 
-    while step < args.total_steps and not finish_requested(args.finish_file):
-        generator = torch.Generator().manual_seed(step * 100_003 + rank)  # this rank's shard
-        inputs = torch.randn(args.batch_size, 16, generator=generator)
-        target = inputs.sum(dim=1, keepdim=True)
-        time.sleep(args.step_seconds)  # the accelerator's share of the step
-        loss = torch.nn.functional.mse_loss(ddp(inputs), target)
+    while samples < args.total_samples:
+        # This rank's shard of the global batch: the job's samples are trained in order.
+        inputs, labels = generated_batch(samples + rank * args.batch_size, args.batch_size)
+        loss = torch.nn.functional.cross_entropy(ddp(inputs), labels)
         optim.zero_grad()
         loss.backward()  # all-reduces the gradients across the world
         optim.step()
         step += 1
+        samples += args.batch_size * world
         if reporter is not None:
             reporter.step(samples=args.batch_size * local_world)
-        events("step", step=step, loss=round(loss.item(), 4))
+            reporter.set_progress(samples)
+        events("step", step=step, samples=samples, loss=round(loss.item(), 4))
         if rank == 0 and step % args.checkpoint_every == 0:
-            save_checkpoint(args.checkpoint_dir, model, optim, step)
+            save_checkpoint(args.checkpoint_dir, model, optim, step, samples)
             events("checkpoint", step=step)
 
     # Only what this incarnation trained: a world re-formed after the last save (a scale-up
     # during the final barrier) resumes at the end and has nothing new to save.
     if rank == 0 and step > resumed and step % args.checkpoint_every != 0:
-        save_checkpoint(args.checkpoint_dir, model, optim, step)
+        save_checkpoint(args.checkpoint_dir, model, optim, step, samples)
         events("checkpoint", step=step)
     dist.barrier()  # nobody leaves before rank 0's last checkpoint is written
     events("done", step=step)

@@ -256,5 +256,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
                 f"{rescale.job}: {rescale.cause} stalled {rescale.stall_seconds:.1f} s, "
                 f"{rescale.steps_redone} steps redone"
             )
-        lost = len(config.stash.get(_LOST, []))
-        terminalreporter.write_line(summarise(measured, lost_jobs=lost).line)
+        summary = summarise(measured, lost_jobs=len(config.stash.get(_LOST, [])))
+        for line in (summary.scale_up_line, summary.node_lost_line, summary.line):
+            terminalreporter.write_line(line)

@@ -22,10 +22,10 @@ def first_full_step(events: Sequence[Event], *, world: int, after: float) -> flo
 
     Only processes started after `after` count: torchrun restarts every worker on a membership
     change, so the old world's last steps never pass for the new world's first."""
-    started = {e["pid"] for e in events if e["event"] == "start" and e["time"] > after}
+    started = {e["process"] for e in events if e["event"] == "start" and e["time"] > after}
     firsts: dict[int, float] = {}
     for event in events:
-        if event["event"] == "step" and event["world"] == world and event["pid"] in started:
+        if event["event"] == "step" and event["world"] == world and event["process"] in started:
             firsts.setdefault(event["rank"], event["time"])
             if len(firsts) == world:
                 return max(firsts.values())
@@ -82,6 +82,8 @@ class Rescale:
     cause: str  # "scale-up", "scale-down", "kill", "node-lost", ...
     stall_seconds: float
     steps_redone: int
+    pods_added: int = 0  # by the one write a scale-up was (0: a burst of writes, not a scale-up)
+    world: int = 0  # the world size it ended at
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -94,6 +96,17 @@ class Summary:
     max_stall: float
     lost_jobs: int
     steps_redone: int
+    # The multi-pod scale-up that stalled longest against the one-pod scale-ups to the same
+    # world (its median): more workers start slower on shared cores, a second re-form is apart.
+    one_pod_scale_up: float | None
+    multi_pod_scale_up: float | None
+    node_lost: float | None  # the longest time to train again after a node went silent
+
+    @property
+    def multi_pod_ratio(self) -> float | None:
+        if self.one_pod_scale_up is None or self.multi_pod_scale_up is None:
+            return None
+        return self.multi_pod_scale_up / self.one_pod_scale_up
 
     @property
     def line(self) -> str:
@@ -103,20 +116,53 @@ class Summary:
             f"steps redone {self.steps_redone}"
         )
 
+    @property
+    def scale_up_line(self) -> str:
+        def seconds(value: float | None) -> str:
+            return "none measured" if value is None else f"{value:.1f} s"
+
+        ratio = self.multi_pod_ratio
+        return (
+            f"e2e scale-ups to one world size: several pods in one write "
+            f"{seconds(self.multi_pod_scale_up)}, one pod {seconds(self.one_pod_scale_up)}"
+            + ("" if ratio is None else f" (ratio {ratio:.2f})")
+        )
+
+    @property
+    def node_lost_line(self) -> str:
+        if self.node_lost is None:
+            return "e2e node lost: none measured"
+        return f"e2e node lost: training again after {self.node_lost:.1f} s"
+
 
 NODE_LOST = "node lost"
 
 
+def _worst_multi_pod(rescales: Sequence[Rescale]) -> tuple[float | None, float | None]:
+    """(multi-pod stall, median one-pod stall to the same world) of the worst such pair."""
+    pairs: list[tuple[float | None, float | None]] = []
+    for multi in (r for r in rescales if r.pods_added > 1):
+        same = [r.stall_seconds for r in rescales if r.pods_added == 1 and r.world == multi.world]
+        if same:
+            pairs.append((multi.stall_seconds, statistics.median(same)))
+    return max(pairs, key=lambda pair: (pair[0] or 0) / (pair[1] or 1), default=(None, None))
+
+
 def summarise(measured: Sequence[Rescale], *, lost_jobs: int) -> Summary:
-    """The rescales' and kills' figures. A lost node is left out: how soon its pods are
-    released is the cluster's (the pod garbage collector runs every 20 s), and its recovery is
-    bounded and reported on its own."""
+    """The rescales' and kills' figures. A node gone silent is apart: its peers recover
+    through their collective timeout, which the example sets, and it has a line of its own.
+    Everything after it (its pods replaced, the world grown back) counts as any rescale."""
     rescales = [rescale for rescale in measured if rescale.cause != NODE_LOST]
     stalls = [rescale.stall_seconds for rescale in rescales] or [0.0]
+    lost_node = [r.stall_seconds for r in measured if r.cause == NODE_LOST]
+    multi, one_pod = _worst_multi_pod(rescales)
     return Summary(
         rescales=len(rescales),
         median_stall=statistics.median(stalls),
         max_stall=max(stalls),
         lost_jobs=lost_jobs,
         steps_redone=sum(rescale.steps_redone for rescale in rescales),
+        multi_pod_scale_up=multi,
+        one_pod_scale_up=one_pod,
+        node_lost=max(lost_node, default=None),
     )

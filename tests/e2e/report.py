@@ -12,6 +12,8 @@ from tests.e2e.training import CHECKPOINT_EVERY
 
 TARGET_MEDIAN_STALL = 16.0
 TARGET_MAX_STALL = 30.0
+# Several pods added by one write re-form the world once, as one pod does.
+TARGET_MULTI_POD_RATIO = 1.3
 
 
 def read(path: Path) -> Summary:
@@ -32,6 +34,14 @@ def misses(summary: Summary) -> list[str]:
         (summary.rescales > 0, "no rescale was measured"),
         (summary.median_stall <= TARGET_MEDIAN_STALL, f"median stall > {TARGET_MEDIAN_STALL} s"),
         (summary.max_stall <= TARGET_MAX_STALL, f"max stall > {TARGET_MAX_STALL} s"),
+        (
+            summary.multi_pod_ratio is not None,
+            "no multi-pod and one-pod scale-up to the same world size to compare",
+        ),
+        (
+            (summary.multi_pod_ratio or 0.0) <= TARGET_MULTI_POD_RATIO,
+            f"a multi-pod scale-up stalled > {TARGET_MULTI_POD_RATIO}x a one-pod one",
+        ),
         (summary.lost_jobs == 0, "a job was lost"),
         (
             summary.steps_redone <= summary.rescales * CHECKPOINT_EVERY,
@@ -46,6 +56,8 @@ def main(argv: list[str]) -> int:
     missed = misses(summary)
     for message in missed:
         print(f"target missed: {message}", file=sys.stderr)
+    print(summary.scale_up_line)
+    print(summary.node_lost_line)
     print(summary.line)
     return 1 if missed else 0
 

@@ -29,6 +29,17 @@ from tests.support.prometheus import PrometheusServer
 EXAMPLE = REPO_ROOT / "examples" / "elastic-training"
 JSON = dict[str, Any]
 CHECKPOINT_EVERY = 10
+
+
+def example_argument(flag: str) -> str:
+    """The value the example manifest gives its training script's `flag`."""
+    command = yaml.safe_load((EXAMPLE / "job.yaml").read_text())["spec"]["pytorchReplicaSpecs"][
+        "Worker"
+    ]["template"]["spec"]["containers"][0]["command"]
+    return next(arg.split("=", 1)[1] for arg in command if arg.startswith(f"{flag}="))
+
+
+COLLECTIVE_TIMEOUT = float(example_argument("--collective-timeout"))
 # Measure other rendezvous settings than the operator's: the jobs declare this rdzvConf, e.g.
 # torch's defaults `last_call_timeout=30,keep_alive_interval=5,keep_alive_max_attempt=3`.
 RDZV_CONF_ENV = "AUTOSCALER_E2E_RDZV_CONF"
@@ -42,11 +53,6 @@ ENGINE_SETTLE = {
     "cooldown_seconds": 36,
     "scale_down_stabilization_seconds": 2,
     "stale_after_seconds": 600,
-    # One worker per decision, so each measured stall is one pod joining. The default (up to
-    # twice the count) let the engine go 2 -> 4; when the two pods start more than the 3 s last
-    # call apart the world re-forms twice: 32.5-42.9 s on this 2-core machine under load.
-    "scale_up_max_pods": 1,
-    "scale_up_max_percent": 1,  # ceil(1 % of a count up to 100) = 1
 }
 
 
@@ -60,7 +66,6 @@ class TrainingJob:
         self.workdir = workdir / name
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.events_path = self.workdir / "events.jsonl"
-        self.finish_file = self.workdir / "finish"
         self.replica_history: list[tuple[float, int]] = []  # (time, Worker.replicas) changes
         self._events: list[Event] = []
         self._read_to = 0  # bytes of the event log parsed
@@ -76,10 +81,12 @@ class TrainingJob:
         high: int = 4,
         max_restarts: int | None = 100,
         clean_pod_policy: str = "Running",
+        total_samples: int,
         **policy: Any,
     ) -> JSON:
-        """The example manifest with this test's paths: the script from the repository, the
-        checkpoint directory on the host (the node agent ignores volumes: pods share its disk)."""
+        """The example manifest with this test's paths (the script from the repository, the
+        checkpoint directory on the host: the node agent ignores volumes, pods share its disk)
+        and the work the job declares: it succeeds once it has trained `total_samples`."""
         job: JSON = yaml.safe_load((EXAMPLE / "job.yaml").read_text())
         job["metadata"] = {"name": self.name, "namespace": self.namespace}
         elastic = {**job["spec"]["elasticPolicy"], "minReplicas": low, "maxReplicas": high}
@@ -97,15 +104,19 @@ class TrainingJob:
         pod.pop("volumes")
         container = pod["containers"][0]
         container.pop("volumeMounts")
+        # The example's own arguments, with this test's paths and work.
+        ours = {
+            "--checkpoint-dir": self.workdir / "checkpoints",
+            "--events": self.events_path,
+            "--total-samples": total_samples,
+            "--checkpoint-every": CHECKPOINT_EVERY,
+        }
+        kept = [arg for arg in container["command"][2:] if arg.split("=")[0] not in ours]
         container["command"] = [
             "torchrun",
             str(EXAMPLE / "train.py"),
-            f"--checkpoint-dir={self.workdir / 'checkpoints'}",
-            f"--events={self.events_path}",
-            f"--finish-file={self.finish_file}",
-            "--total-steps=1000000",
-            f"--checkpoint-every={CHECKPOINT_EVERY}",
-            "--step-seconds=0.1",
+            *kept,
+            *(f"{flag}={value}" for flag, value in ours.items()),
         ]
         return job
 
@@ -126,10 +137,6 @@ class TrainingJob:
                 self._response.shutdown()
         if self._watcher.is_alive():
             self._watcher.join(timeout=5)
-
-    def finish(self) -> None:
-        """Ask the training to finish at its next step (every rank agrees on the same step)."""
-        self.finish_file.touch()
 
     # -- reading back ---------------------------------------------------------------------------
 
@@ -178,6 +185,11 @@ class TrainingJob:
         self._events.extend(json.loads(line) for line in complete.splitlines())
         self._events.sort(key=lambda event: event["time"])
         return self._events
+
+    def samples(self, *, at: float) -> int:
+        """The job's samples trained by the newest step at or before `at` (0 before any)."""
+        steps = [e for e in self.events() if e["event"] == "step" and e["time"] <= at]
+        return int(steps[-1]["samples"]) if steps else 0
 
     def world(self) -> int | None:
         """The world size of the newest step, if any step ran."""

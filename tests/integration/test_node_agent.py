@@ -377,9 +377,9 @@ def test_lost_node_kills_its_processes_and_stops_its_lease(
     agent.lose_node("node-0")
     assert all(process_gone(pid) for pid in doomed)
     assert not any(process_gone(pid) for pid in survivor)
+    peer.settimeout(2)
+    peer.sendall(b"are you there?")
     with peer, pytest.raises(TimeoutError):  # a reset would raise ConnectionResetError
-        peer.settimeout(2)
-        peer.sendall(b"are you there?")
         peer.recv(100)
     with pytest.raises((TimeoutError, OSError)) as refused:
         socket.create_connection((doomed_ip, 8080), timeout=2).close()

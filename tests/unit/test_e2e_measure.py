@@ -16,8 +16,17 @@ from tests.e2e.measure import (
 from tests.e2e.report import misses
 
 
-def ev(event: str, time: float, pid: int, rank: int, world: int, **fields: Any) -> dict[str, Any]:
-    return {"event": event, "time": time, "pid": pid, "rank": rank, "world": world, **fields}
+def ev(
+    event: str, time: float, process: int, rank: int, world: int, **fields: Any
+) -> dict[str, Any]:
+    return {
+        "event": event,
+        "time": time,
+        "process": process,
+        "rank": rank,
+        "world": world,
+        **fields,
+    }
 
 
 # A world of 2 (pids 1, 2) checkpoints at 10, steps to 12; a worker dies at t=20; a world of 2
@@ -82,28 +91,61 @@ def test_a_checkpoint_saved_but_not_logged_before_rank_0_stopped_is_the_newest()
 
 def test_a_lost_node_is_reported_apart() -> None:
     measured = [Rescale("j", "scale-up", 10.0, 1), Rescale("j", NODE_LOST, 40.0, 2)]
-    assert summarise(measured, lost_jobs=0).line == (
+    summary = summarise(measured, lost_jobs=0)
+    assert summary.line == (
         "e2e: rescales 1, median stall 10.0 s, max stall 10.0 s, lost jobs 0, steps redone 1"
     )
+    assert summary.node_lost_line == "e2e node lost: training again after 40.0 s"
+
+
+def test_a_multi_pod_scale_up_is_held_to_one_pod_scale_ups_to_the_same_world() -> None:
+    measured = [
+        Rescale("j", "scale-up 1->2", 8.0, 0, pods_added=1, world=2),
+        Rescale("j", "scale-up 3->4", 12.0, 0, pods_added=1, world=4),
+        Rescale("j", "scale-up 3->4", 10.0, 0, pods_added=1, world=4),
+        Rescale("j", "scale-up 2->4", 16.5, 0, pods_added=2, world=4),
+        Rescale("j", "scale-up 1->3", 9.0, 0, world=3),  # a burst of writes: neither
+    ]
+    summary = summarise(measured, lost_jobs=0)
+    assert summary.multi_pod_ratio == 1.5
+    assert summary.scale_up_line == (
+        "e2e scale-ups to one world size: several pods in one write 16.5 s, one pod 11.0 s"
+        " (ratio 1.50)"
+    )
+    assert misses(summary) == [MULTI_POD_MISS]
+    apart = summarise([measured[0], measured[3]], lost_jobs=0)  # no one-pod scale-up to 4
+    assert apart.scale_up_line == (
+        "e2e scale-ups to one world size: several pods in one write none measured,"
+        " one pod none measured"
+    )
+    assert misses(apart) == [NO_PAIR]
+
+
+NO_PAIR = "no multi-pod and one-pod scale-up to the same world size to compare"
+MULTI_POD_MISS = "a multi-pod scale-up stalled > 1.3x a one-pod one"
 
 
 @pytest.mark.parametrize(
     ("stalls", "lost", "redone", "missed"),
     [
-        ([10.0, 14.0, 29.0], 0, 9, []),
-        ([10.0, 17.0, 18.0], 0, 0, ["median stall > 16.0 s"]),
-        ([10.0, 12.0, 31.0], 0, 0, ["max stall > 30.0 s"]),
-        ([10.0], 1, 11, ["a job was lost", "more than 10 steps redone per rescale"]),
-        ([], 0, 0, ["no rescale was measured"]),
+        ([10.0, 12.0, 13.0], 0, 9, []),
+        ([14.0, 17.0, 18.0], 0, 0, ["median stall > 16.0 s"]),
+        ([10.0, 12.0, 31.0], 0, 0, ["max stall > 30.0 s", MULTI_POD_MISS]),
+        ([10.0], 1, 11, [NO_PAIR, "a job was lost", "more than 10 steps redone per rescale"]),
+        ([], 0, 0, ["no rescale was measured", NO_PAIR]),
     ],
 )
 def test_the_summary_line_and_its_targets(
     stalls: list[float], lost: int, redone: int, missed: list[str]
 ) -> None:
-    rescales = [Rescale("j", "scale-up", s, redone if i == 0 else 0) for i, s in enumerate(stalls)]
+    """To one world: the first rescale adds one pod, the rest (if any) several at once."""
+    rescales = [
+        Rescale("j", "scale-up", s, redone if i == 0 else 0, pods_added=1 if i == 0 else 2, world=4)
+        for i, s in enumerate(stalls)
+    ]
     summary = summarise(rescales, lost_jobs=lost)
     assert misses(summary) == missed
-    if stalls == [10.0, 14.0, 29.0]:
+    if stalls == [10.0, 12.0, 13.0]:
         assert summary.line == (
-            "e2e: rescales 3, median stall 14.0 s, max stall 29.0 s, lost jobs 0, steps redone 9"
+            "e2e: rescales 3, median stall 12.0 s, max stall 13.0 s, lost jobs 0, steps redone 9"
         )
