@@ -143,6 +143,7 @@ def test_a_job_grows_shrinks_for_a_second_job_and_both_complete(scenario: Scenar
             what=f"the engine to grow `first` by several pods at once ({first.replica_history})",
         )
         assert_remaining_samples_match(scenario, first, total=FIRST_SAMPLES)
+        assert_one_world_per_write(first)
         worker_0 = first.pods()["first-worker-0"]["metadata"]["uid"]
         second.create(
             second.manifest(
@@ -186,6 +187,19 @@ def grown_by_one_write(job: TrainingJob) -> bool:
     """Whether one change of the job's count added several workers."""
     counts = [count for _, count in job.replica_history]
     return any(after - before > 1 for before, after in itertools.pairwise(counts))
+
+
+def assert_one_world_per_write(job: TrainingJob) -> None:
+    """Every write that added several workers formed one world: no step ran at a size between."""
+    history = job.replica_history
+    for (_, before), (at, after) in itertools.pairwise(history):
+        if after - before > 1:
+            between = {
+                e["world"]
+                for e in job.events()
+                if e["event"] == "step" and e["time"] > at and before < e["world"] < after
+            }
+            assert not between, f"{before}->{after} re-formed at {sorted(between)} first"
 
 
 def assert_remaining_samples_match(scenario: Scenario, job: TrainingJob, *, total: int) -> None:
@@ -360,6 +374,7 @@ def test_the_engine_never_spends_the_torchrun_restart_budget(scenario: Scenario)
         )
         spent.setdefault(cause, []).append(restart_units(costs, after=written) - before)
         current = replicas
+    assert_one_world_per_write(costs)
     print(f"\ntorchrun restarts spent by worker-0 per rescale: {spent}")
     # At most one each: a scale-down fails the survivors' workers once (torchrun counts it,
     # unless the agent saw the membership change first); a scale-up re-forms the world through
