@@ -113,7 +113,7 @@ class Operator:
         self.kube, self.config, self.clock, self.monotonic = kube, config, clock, monotonic
         self.metrics = metrics or operator_metrics()
         self._counted, self._counted_lock = (0, 0), threading.Lock()
-        self.queue = WorkQueue()
+        self.queue = WorkQueue(metrics=self.metrics.runtime.queue)
         self.events = EventRecorder(kube)
         self._expectations: dict[ObjectKey, _Expectation] = {}
         self._lock = threading.Lock()
@@ -169,6 +169,7 @@ class Operator:
         self.watch_podgroups_if_served()
         while not stop.is_set() and not self.healthy():
             stop.wait(0.05)
+        self.metrics.runtime.max_concurrent.set(self.config.workers)
         workers = [
             threading.Thread(target=self._work, daemon=True, name=f"worker-{i}")
             for i in range(self.config.workers)
@@ -242,21 +243,33 @@ class Operator:
                 return
             if key is None:
                 continue
-            self.metrics.queue_depth.set(len(self.queue))
-            started = time.perf_counter()
-            try:
-                self.reconcile(key)  # type: ignore[arg-type]
-                self.queue.forget(key)
-                self.metrics.reconciles.labels(result="ok").inc()
-            except Exception:  # a bad job or API error must not stop the worker: retry with backoff
-                log.exception("reconciling %s failed", key)
-                self.metrics.reconciles.labels(result="error").inc()
-                self.metrics.reconcile_errors.inc()
-                self.queue.retry(key)
-            finally:
-                self.queue.done(key)
-                self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
-                self._count_requests()
+            self.process(key)  # type: ignore[arg-type]
+
+    def process(self, key: ObjectKey) -> None:
+        """One pass over a key taken from the queue, measured; a failure is retried later."""
+        self.metrics.queue_depth.set(len(self.queue))
+        runtime = self.metrics.runtime
+        runtime.active_workers.inc()
+        started = time.perf_counter()
+        try:
+            result = self.reconcile(key)
+            self.queue.forget(key)
+            self.metrics.reconciles.labels(result="ok").inc()
+            runtime.reconciles[_outcome(result)].inc()
+        except Exception:  # a bad job or API error must not stop the worker: retry with backoff
+            log.exception("reconciling %s failed", key)
+            self.metrics.reconciles.labels(result="error").inc()
+            self.metrics.reconcile_errors.inc()
+            runtime.reconciles["error"].inc()
+            runtime.errors.inc()
+            self.queue.retry(key)
+        finally:
+            self.queue.done(key)
+            elapsed = time.perf_counter() - started
+            self.metrics.reconcile_seconds.observe(elapsed)
+            runtime.time.observe(elapsed)
+            runtime.active_workers.dec()
+            self._count_requests()
 
     def _count_requests(self) -> None:
         """Bring the request counters up to the client's totals (workers share the client)."""
@@ -522,6 +535,13 @@ class Operator:
                 self._expectations.pop(key, None)
             return True
         return False
+
+
+def _outcome(result: Plan | None) -> str:
+    """controller-runtime's `result` label of a pass that returned without an error."""
+    if result is None or result.requeue_after is None:
+        return "success"
+    return "requeue_after" if result.requeue_after > 0 else "requeue"
 
 
 def _noun(kind: str) -> str:

@@ -3,6 +3,7 @@ caches never show, with recording fake clients and a monotonic clock the test mo
 
 import contextlib
 import copy
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -18,8 +19,8 @@ from autoscaler.clients.kube import (
 from autoscaler.controller.gang import PODGROUP_KIND
 from autoscaler.controller.reconcile import Observed, Plan
 from autoscaler.controller.runner import EXPECTATION_TIMEOUT, Operator, OperatorConfig
-from autoscaler.observability.metrics import UPSTREAM_OBJECT_COUNTERS
-from tests.support.jobs import echo_with
+from autoscaler.observability.metrics import CONTROLLER, UPSTREAM_OBJECT_COUNTERS
+from tests.support.jobs import echo_with, spec
 
 JSON = dict[str, Any]
 
@@ -340,3 +341,44 @@ def test_podgroup_events_use_upstreams_wording() -> None:
         ("SuccessfulCreatePodGroup", "Created PodGroup: echo"),  # not upstream's: it sends none
         ("SuccessfulDeletePodGroup", "Deleted PodGroup: echo"),  # upstream's job.go wording
     ]
+
+
+def runtime_sample(operator: Operator, name: str, **labels: str) -> float | None:
+    return operator.metrics.registry.get_sample_value(name, {"controller": CONTROLLER, **labels})
+
+
+def started_with_deadline(job: JSON) -> None:
+    spec(job)["runPolicy"] = {"activeDeadlineSeconds": 600}
+    job["status"] = {"startTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+@pytest.mark.parametrize(
+    ("kube", "edit", "result"),
+    [
+        (AcceptingKube(), lambda job: None, "success"),
+        (AcceptingKube(), started_with_deadline, "requeue_after"),
+        (UnreachableKube(), lambda job: None, "error"),
+    ],
+    ids=["success", "deadline ahead", "write failed"],
+)
+def test_a_pass_is_counted_under_controller_runtimes_names(
+    kube: RecordingKube, edit: Any, result: str
+) -> None:
+    operator = Operator(kube)  # type: ignore[arg-type]
+    job = echo_with(lambda job: (job["metadata"].update(namespace="ns", uid="u"), edit(job)))
+    operator.jobs.apply("ADDED", job)
+    operator.queue.add(("ns", job["metadata"]["name"]))
+    operator.process(operator.queue.get(timeout=0))  # type: ignore[arg-type]
+    operator.events.close()
+    name = "controller_runtime_reconcile_total"
+    assert runtime_sample(operator, name, result=result) == 1.0
+    others = {"success", "error", "requeue", "requeue_after"} - {result}
+    assert [r for r in others if runtime_sample(operator, name, result=r)] == []
+    errors = runtime_sample(operator, "controller_runtime_reconcile_errors_total")
+    assert errors == (1.0 if result == "error" else 0.0)
+    assert runtime_sample(operator, "controller_runtime_reconcile_time_seconds_count") == 1.0
+    assert runtime_sample(operator, "controller_runtime_active_workers") == 0.0
+    retries = operator.metrics.registry.get_sample_value(
+        "workqueue_retries_total", {"name": CONTROLLER, "controller": CONTROLLER}
+    )
+    assert retries == (1.0 if result == "error" else 0.0)
