@@ -19,7 +19,7 @@ from autoscaler.cli.upstream_flags import NOT_HONOURED, warn_not_honoured
 from autoscaler.controller.builders import InitContainers
 from tests.support.jobs import UPSTREAM
 
-HELP = UPSTREAM / "training-operator-v1.9.3-help.txt"
+HELP = UPSTREAM / "training-operator-v1.9.3" / "help.txt"
 FLAG = re.compile(r"^  -(?P<name>[\w-]+)(?: (?P<type>\w+))?$")
 DEFAULT = re.compile(r'\(default "?(?P<value>.*?)"?\)$')
 
