@@ -221,10 +221,20 @@ class Kube:
         )
 
     def merge_patch(
-        self, resource: Resource, namespace: str, name: str, patch: JSON, *, sub: str = ""
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        patch: JSON,
+        *,
+        sub: str = "",
+        strategic: bool = False,
     ) -> JSON:
+        """A JSON merge patch; `strategic`: Kubernetes' strategic merge patch (lists merged by
+        key, `$patch` directives), for built-in kinds only."""
         path = resource.path(namespace, name, sub)
-        return self.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
+        kind = "strategic-merge-patch" if strategic else "merge-patch"
+        return self.request("PATCH", path, body=patch, content_type=f"application/{kind}+json")
 
     def delete(
         self, resource: Resource, namespace: str, name: str, *, propagation: str = "Background"
