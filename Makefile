@@ -37,10 +37,11 @@ system-deps: ## install the Debian packages the tests need (Prometheus), if miss
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus; }
 
-testenv: ## build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, Kueue and the scheduler-plugins scheduler (cached outside the repo)
+testenv: ## build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, Kueue, the scheduler-plugins scheduler and upstream's training operator (cached outside the repo)
 	testenv/build.sh
 	testenv/build-kueue.sh
 	testenv/build-gang-scheduler.sh
+	testenv/build-training-operator.sh
 
 training-env: ## install PyTorch for the training scenarios' pods (cached outside the repo)
 	testenv/torch.sh
