@@ -28,7 +28,7 @@ def differences(ours: Any, theirs: Any, path: str = "") -> list[tuple[str, Any, 
         ]
     if isinstance(ours, list) and isinstance(theirs, list):
         if all(isinstance(i, dict) and "name" in i for i in [*ours, *theirs]):
-            order = [i["name"] for i in ours] + [i["name"] for i in theirs if i not in ours]
+            order = [i["name"] for i in ours] + [i["name"] for i in theirs]
             mine = {i["name"]: i for i in ours}
             other = {i["name"]: i for i in theirs}
             found = [
