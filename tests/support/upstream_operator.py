@@ -108,11 +108,13 @@ class UpstreamOperator:
                 check, timeout=timeout, interval=0.2, what=what, log_path=self.log, proc=self._proc
             )
 
-    def stop(self) -> None:
+    def stop(self, *, keep_webhook: bool = False) -> None:
         """The webhook configuration first: with failurePolicy Fail it would reject every later
-        PyTorchJob of the control plane once nothing serves it."""
-        with suppress(NotFoundError):
-            self.kube.request("DELETE", WEBHOOKS.path(None, WEBHOOK_CONFIGURATION))
+        PyTorchJob of the control plane once nothing serves it (`keep_webhook`: left, as by
+        deleting upstream's Deployment alone)."""
+        if not keep_webhook:
+            with suppress(NotFoundError):
+                self.kube.request("DELETE", WEBHOOKS.path(None, WEBHOOK_CONFIGURATION))
         if self._proc is not None:
             stop_process(self._proc)
             self._proc = None
