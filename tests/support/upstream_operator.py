@@ -5,8 +5,8 @@ PyTorchJob scheme enabled.
 Installed as its `manifests/base` would install it (vendored in tests/fixtures/upstream), with
 what a test cluster lacks replaced:
 
-- its validating webhook configuration (`webhook/manifests.yaml` with `patch.yaml`'s name), only
-  the PyTorchJob webhook: the manager's certificate rotator writes a CA and a serving certificate
+- its validating webhook configuration (`webhook/manifests.yaml` with `patch.yaml`'s names),
+  every kind's entry, as upstream installs it: the manager's certificate rotator writes a CA and a serving certificate
   into the Secret `training-operator-webhook-cert` and injects the CA there; the kubelet's part,
   the Secret's files in the directory the manager reads them from, is done here;
 - its webhook Service `training-operator` is `type: ExternalName` with `externalName: localhost`,
@@ -66,10 +66,18 @@ def training_operator_binary(*, build_timeout: float = 3600.0) -> Path:
 
 class UpstreamOperator:
     def __init__(
-        self, *, binary: Path, kube: Kube, kubeconfig: Path, workdir: Path, namespace: str
+        self,
+        *,
+        binary: Path,
+        kube: Kube,
+        kubeconfig: Path,
+        workdir: Path,
+        namespace: str,
+        schemes: tuple[str, ...] = ("pytorchjob",),
     ) -> None:
-        """`namespace`: where the manager's Secret and Service live (its MY_POD_NAMESPACE)."""
-        self.binary, self.kube, self.kubeconfig = binary, kube, kubeconfig
+        """`namespace`: where the manager's Secret and Service live (its MY_POD_NAMESPACE);
+        `schemes`: its `--enable-scheme`s (each kind's CRD must be installed)."""
+        self.binary, self.kube, self.kubeconfig, self.schemes = binary, kube, kubeconfig, schemes
         self.workdir, self.namespace = workdir, namespace
         self.webhook_port, self.metrics_port, self.probe_port = (
             free_port(),
@@ -93,7 +101,7 @@ class UpstreamOperator:
         argv = [
             str(self.binary),
             f"--kubeconfig={self.kubeconfig}",
-            "--enable-scheme=pytorchjob",
+            *(f"--enable-scheme={scheme}" for scheme in self.schemes),
             f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
             f"--health-probe-bind-address=127.0.0.1:{self.probe_port}",
             f"--webhook-server-port={self.webhook_port}",
@@ -158,16 +166,13 @@ class UpstreamOperator:
 
     def _webhook_configuration(self) -> JSON:
         [document] = yaml.safe_load_all((MANIFESTS / "webhook" / "manifests.yaml").read_text())
-        [hook] = [
-            copy.deepcopy(h)
-            for h in document["webhooks"]
-            if h["rules"][0]["resources"] == ["pytorchjobs"]
-        ]
-        service = hook["clientConfig"]["service"]
-        hook["clientConfig"]["service"] = {
-            **service,
-            "name": SERVICE,
-            "namespace": self.namespace,
-            "port": self.webhook_port,
-        }
-        return {**document, "metadata": {"name": WEBHOOK_CONFIGURATION}, "webhooks": [hook]}
+        hooks = copy.deepcopy(document["webhooks"])
+        for hook in hooks:
+            service = hook["clientConfig"]["service"]
+            hook["clientConfig"]["service"] = {
+                **service,
+                "name": SERVICE,
+                "namespace": self.namespace,
+                "port": self.webhook_port,
+            }
+        return {**document, "metadata": {"name": WEBHOOK_CONFIGURATION}, "webhooks": hooks}
