@@ -20,6 +20,9 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 COPY --from=build /install /usr/local
+# Upstream's Deployment (kubeflow/training-operator v1.9) runs its image's `/manager`: here that is
+# the operator, so swapping the image is enough.
+RUN printf '#!/bin/sh\nexec autoscaler operator "$@"\n' > /manager && chmod 755 /manager
 # A fixed non-root user: the Deployments' securityContext runs as 65532:65532.
 RUN groupadd --system --gid 65532 autoscaler \
     && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \

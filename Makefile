@@ -19,7 +19,16 @@ $(STAMP): pyproject.toml requirements-dev.lock
 	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
-demo: $(STAMP) ## compare the policies on the embedded default (no cluster needed)
+# The demo needs only the simulator: the runtime dependencies and the `sim` extra, as locked in
+# requirements-demo.lock (hash-checked), not the development toolchain of requirements-dev.lock.
+DEMO_STAMP := $(VENV)/.demo-installed
+$(DEMO_STAMP): pyproject.toml requirements-demo.lock
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --require-hashes -r requirements-demo.lock
+	$(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+demo: $(DEMO_STAMP) ## compare the policies on the embedded default (no cluster needed)
 	$(BIN)/autoscaler simulate
 
 system-deps: ## install the Debian packages the tests need (Prometheus), if missing
@@ -28,10 +37,11 @@ system-deps: ## install the Debian packages the tests need (Prometheus), if miss
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus; }
 
-testenv: ## build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, Kueue and the scheduler-plugins scheduler (cached outside the repo)
+testenv: ## build kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd, Kueue, the scheduler-plugins scheduler and upstream's training operator (cached outside the repo)
 	testenv/build.sh
 	testenv/build-kueue.sh
 	testenv/build-gang-scheduler.sh
+	testenv/build-training-operator.sh
 
 training-env: ## install PyTorch for the training scenarios' pods (cached outside the repo)
 	testenv/torch.sh
@@ -97,14 +107,17 @@ dashboards: $(STAMP) ## regenerate deploy/grafana from code
 # wheel folder in the environment (PIP_FIND_LINKS) is not consulted.
 # requirements.lock: the runtime dependencies plus the build backend (build-system.requires, with
 # which the image builds the package without build isolation); requirements-dev.lock: those at
-# the same versions plus every extra (the venv of `make test` and CI).
+# the same versions plus every extra (the venv of `make test` and CI); requirements-demo.lock:
+# the first plus the `sim` extra, at the dev lock's versions (`make demo`).
 PIP_COMPILE := env -u PIP_FIND_LINKS CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet \
   --generate-hashes --strip-extras --allow-unsafe --no-emit-index-url --no-emit-find-links \
   $(if $(UPGRADE),--upgrade)
-lock: $(STAMP) ## regenerate requirements.lock and requirements-dev.lock, pinned with hashes (UPGRADE=1 to move)
+lock: $(STAMP) ## regenerate requirements.lock, requirements-dev.lock and requirements-demo.lock, pinned with hashes (UPGRADE=1 to move)
 	$(PIP_COMPILE) --build-deps-for=wheel --output-file=requirements.lock pyproject.toml
 	$(PIP_COMPILE) --all-extras --constraint=requirements.lock \
 	  --output-file=requirements-dev.lock pyproject.toml
+	$(PIP_COMPILE) --build-deps-for=wheel --extra=sim --constraint=requirements-dev.lock \
+	  --output-file=requirements-demo.lock pyproject.toml
 
 openapi: $(STAMP) testenv ## refresh the Kubernetes types snapshot from the pinned kube-apiserver
 	$(BIN)/python -m tests.support.openapi autoscaler/api/openapi/k8s-types.json

@@ -8,16 +8,35 @@ from typing import Any
 
 from autoscaler.cli.common import add_service_arguments, configure_logging, run_service
 from autoscaler.cli.pod_settings import add_pod_arguments, pod_settings
+from autoscaler.cli.upstream_flags import add_upstream_flags, warn_not_honoured
 from autoscaler.clients.kube import Kube, api_client
+from autoscaler.clients.ratelimit import TokenBucket
 from autoscaler.controller.runner import Operator, OperatorConfig
 from autoscaler.observability.metrics import operator_metrics
 
 log = logging.getLogger("autoscaler.operator")
+LEADER_ELECTION_ID = "1ca428e5.training-operator.kubeflow.org"  # upstream's Lease name
 
 
 def add_operator_command(commands: Any) -> None:
-    sub = commands.add_parser("operator", help="run the operator (kubeconfig or in-cluster)")
-    sub.add_argument("--workers", type=int, default=4, help="jobs reconciled in parallel")
+    sub = commands.add_parser(
+        "operator",
+        help="run the operator (kubeconfig or in-cluster); takes the flags of upstream's manager",
+    )
+    sub.add_argument(
+        "--controller-threads",
+        "--workers",
+        dest="workers",
+        type=positive_int,
+        default=1,
+        help="jobs reconciled in parallel",
+    )
+    sub.add_argument(
+        "--kube-api-qps", type=positive_int, default=20, help="requests a second to the API server"
+    )
+    sub.add_argument(
+        "--kube-api-burst", type=positive_int, default=30, help="requests at once above the QPS"
+    )
     sub.add_argument(
         "--resync-seconds", type=float, default=300.0, help="period of the full resync"
     )
@@ -29,13 +48,21 @@ def add_operator_command(commands: Any) -> None:
     )
     sub.add_argument(
         "--namespace",
-        default=os.environ.get("KUBEFLOW_NAMESPACE") or None,
+        default=os.environ.get("KUBEFLOW_NAMESPACE", ""),
         help="only this namespace's jobs (default: $KUBEFLOW_NAMESPACE, else every namespace)",
     )
     add_pod_arguments(sub)
     add_gang_scheduler_argument(sub)
-    add_service_arguments(sub, lease_name="pytorchjob-operator")
+    add_service_arguments(sub, lease_name=LEADER_ELECTION_ID, leader_elect=False, upstream=True)
+    add_upstream_flags(sub)
     sub.set_defaults(command=run_operator)
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def add_gang_scheduler_argument(sub: argparse.ArgumentParser) -> None:
@@ -52,15 +79,17 @@ def add_gang_scheduler_argument(sub: argparse.ArgumentParser) -> None:
 
 def run_operator(args: argparse.Namespace) -> int:
     configure_logging()
+    warn_not_honoured(args)
     config = OperatorConfig(
         workers=args.workers,
         resync_seconds=args.resync_seconds,
         watch_timeout=args.watch_timeout_seconds,
-        namespace=args.namespace,
+        namespace=args.namespace or None,
         pods=pod_settings(args),  # a bad template stops here, before any pod is built
         gang_scheduler_name=args.gang_scheduler_name,
     )
-    kube = Kube(api_client(kubeconfig=args.kubeconfig))
+    limiter = TokenBucket(args.kube_api_qps, args.kube_api_burst)
+    kube = Kube(api_client(kubeconfig=args.kubeconfig), limiter=limiter)
     metrics = operator_metrics()
     operator = Operator(kube, config=config, metrics=metrics)
 

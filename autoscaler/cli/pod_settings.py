@@ -7,6 +7,9 @@ from typing import Any
 
 from autoscaler.controller.builders import UPSTREAM_DEFAULTS, InitContainers, PodSettings
 
+# Upstream's default (pkg/config): read if a ConfigMap is mounted there, else its built-in one.
+UPSTREAM_TEMPLATE_FILE = Path("/etc/config/initContainer.yaml")
+
 
 class SettingsError(Exception):
     """A flag's value the operator cannot build pods with (exit 2, before any pod is built)."""
@@ -28,17 +31,19 @@ def add_pod_arguments(sub: Any) -> None:
     sub.add_argument(
         "--pytorch-init-container-template-file",
         type=Path,
+        default=UPSTREAM_TEMPLATE_FILE,
         help="a YAML list of init containers using {{.MasterAddr}}, {{.InitContainerImage}} "
-        "and {{.MaxTries}} (upstream's format; default: upstream's container)",
+        "and {{.MaxTries}} (upstream's format); without the default file, upstream's container",
     )
 
 
 def pod_settings(args: argparse.Namespace) -> PodSettings:
     """The settings of the flags; an unreadable or invalid template file is an error (upstream
-    falls back to its default container silently, which hides a typo in a mounted path)."""
+    falls back to its default container silently, which hides a typo in a mounted path), but
+    for upstream's default path, which nothing needs to mount."""
     template = InitContainers.template
-    if args.pytorch_init_container_template_file is not None:
-        path: Path = args.pytorch_init_container_template_file
+    path: Path = args.pytorch_init_container_template_file
+    if path != UPSTREAM_TEMPLATE_FILE or path.exists():
         try:
             template = path.read_text()
         except OSError as error:

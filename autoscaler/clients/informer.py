@@ -3,7 +3,7 @@
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from autoscaler.clients.kube import ExpiredError, Kube, Resource
@@ -11,7 +11,7 @@ from autoscaler.clients.kube import ExpiredError, Kube, Resource
 JSON = dict[str, Any]
 ObjectKey = tuple[str, str]
 Handler = Callable[[str, JSON], None]
-IndexKey = Callable[[JSON], Any]
+IndexKeys = Callable[[JSON], Iterable[Any]]  # as client-go's IndexFunc: any number
 log = logging.getLogger(__name__)
 
 
@@ -23,7 +23,7 @@ class Informer:
     """Keeps every object of one resource (optionally label-selected) and reports changes.
 
     `on_event(type, obj)` runs on the informer's thread for ADDED/MODIFIED/DELETED, including
-    the differences a re-list finds. `index` files objects under a key for `indexed()`.
+    the differences a re-list finds. `index` files objects under its keys for `indexed()`.
     """
 
     def __init__(
@@ -34,7 +34,7 @@ class Informer:
         on_event: Handler,
         namespace: str | None = None,
         selector: str = "",
-        index: IndexKey | None = None,
+        index: IndexKeys | None = None,
         watch_timeout: int = 60,
     ) -> None:
         """`namespace`: only that namespace's objects (all namespaces when None)."""
@@ -131,11 +131,13 @@ class Informer:
                 return  # a watch event behind a write we already cached
             old = self._objects.pop(key, None)
             if old is not None and self.index:
-                self._indexed.get(self.index(old), {}).pop(key, None)
+                for value in self.index(old):
+                    self._indexed.get(value, {}).pop(key, None)
             if kind != "DELETED":
                 self._objects[key] = obj
                 if self.index:
-                    self._indexed.setdefault(self.index(obj), {})[key] = obj
+                    for value in self.index(obj):
+                        self._indexed.setdefault(value, {})[key] = obj
         self.on_event(kind, obj)
 
 

@@ -18,6 +18,7 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from autoscaler.api import coordinates as c
 from autoscaler.clients.kubeconfig import DEFAULT_KUBECONFIG, client_from_kubeconfig
+from autoscaler.clients.ratelimit import TokenBucket
 
 JSON = dict[str, Any]
 REQUEST_TIMEOUT = 30.0
@@ -98,8 +99,8 @@ class Kube:
     """JSON in, JSON out, with a count of requests for the benchmarks and metrics. Safe to share
     between threads (the urllib3 pool is; the counts are kept under a lock)."""
 
-    def __init__(self, api: client.ApiClient) -> None:
-        self.api = api
+    def __init__(self, api: client.ApiClient, *, limiter: TokenBucket | None = None) -> None:
+        self.api, self.limiter = api, limiter
         self.requests = 0
         self.writes = 0
         self._counts = threading.Lock()
@@ -127,6 +128,8 @@ class Kube:
         content_type: str = "application/json",
         timeout: float | None = REQUEST_TIMEOUT,
     ) -> Any:
+        if self.limiter is not None:
+            self.limiter.wait()
         headers = {"Accept": "application/json", "Content-Type": content_type}
         params = self.api.param_serialize(
             method,
@@ -218,10 +221,20 @@ class Kube:
         )
 
     def merge_patch(
-        self, resource: Resource, namespace: str, name: str, patch: JSON, *, sub: str = ""
+        self,
+        resource: Resource,
+        namespace: str,
+        name: str,
+        patch: JSON,
+        *,
+        sub: str = "",
+        strategic: bool = False,
     ) -> JSON:
+        """A JSON merge patch; `strategic`: Kubernetes' strategic merge patch (lists merged by
+        key, `$patch` directives), for built-in kinds only."""
         path = resource.path(namespace, name, sub)
-        return self.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
+        kind = "strategic-merge-patch" if strategic else "merge-patch"
+        return self.request("PATCH", path, body=patch, content_type=f"application/{kind}+json")
 
     def delete(
         self, resource: Resource, namespace: str, name: str, *, propagation: str = "Background"

@@ -36,11 +36,15 @@ def replica_selector(*, job_name: str, replica_type: str) -> str:
 
 
 def owner_reference(job: PyTorchJob) -> JSON:
+    return controller_reference(name=job.name, uid=job.metadata.uid or "")
+
+
+def controller_reference(*, name: str, uid: str) -> JSON:
     return {
         "apiVersion": c.API_VERSION,
         "kind": c.KIND,
-        "name": job.name,
-        "uid": job.metadata.uid or "",
+        "name": name,
+        "uid": uid,
         "controller": True,
         "blockOwnerDeletion": True,
     }

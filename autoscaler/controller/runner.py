@@ -36,8 +36,9 @@ from autoscaler.clients.kube import (
 )
 from autoscaler.clients.recorder import EventRecorder
 from autoscaler.controller.builders import UPSTREAM_DEFAULTS, PodSettings
+from autoscaler.controller.claims import adoption_patch, claims, controller_uid, release_patch
 from autoscaler.controller.gang import PODGROUP_KIND, GangScheduler, gang_scheduler
-from autoscaler.controller.naming import selector
+from autoscaler.controller.naming import controller_reference, selector
 from autoscaler.controller.reconcile import Observed, Plan, plan
 from autoscaler.controller.workqueue import ShutDownError, WorkQueue
 from autoscaler.observability.events import job_event
@@ -46,6 +47,7 @@ from autoscaler.observability.metrics import OperatorMetrics, operator_metrics
 JSON = dict[str, Any]
 log = logging.getLogger(__name__)
 OWNED_SELECTOR = selector({c.LABEL_OPERATOR_NAME: c.OPERATOR_NAME})
+INVALID = 422  # the API server's status for a write it finds invalid
 EXPECTATION_TIMEOUT = 30.0  # after this, stop waiting for the watch to show our own writes
 
 
@@ -97,6 +99,17 @@ def job_key_of(obj: JSON) -> ObjectKey:
     return obj["metadata"].get("namespace", ""), labels.get(c.LABEL_JOB_NAME, "")
 
 
+def owned_keys(obj: JSON) -> list[Any]:
+    """A pod's or service's index keys: its job by label, and its controller by uid (which
+    finds the job's own whose labels no longer match, to release them)."""
+    uid = controller_uid(obj)
+    return [job_key_of(obj)] + ([("owner", uid)] if uid is not None else [])
+
+
+class AdoptionError(Exception):
+    """The job cannot adopt now (upstream's `CanAdopt`): the pass is retried."""
+
+
 class Operator:
     def __init__(
         self,
@@ -113,7 +126,7 @@ class Operator:
         self.kube, self.config, self.clock, self.monotonic = kube, config, clock, monotonic
         self.metrics = metrics or operator_metrics()
         self._counted, self._counted_lock = (0, 0), threading.Lock()
-        self.queue = WorkQueue()
+        self.queue = WorkQueue(metrics=self.metrics.runtime.queue)
         self.events = EventRecorder(kube)
         self._expectations: dict[ObjectKey, _Expectation] = {}
         self._lock = threading.Lock()
@@ -130,7 +143,7 @@ class Operator:
                 namespace=scope,
                 on_event=on_event,
                 selector=OWNED_SELECTOR,
-                index=job_key_of,
+                index=owned_keys,
                 watch_timeout=timeout,
             )
 
@@ -169,6 +182,7 @@ class Operator:
         self.watch_podgroups_if_served()
         while not stop.is_set() and not self.healthy():
             stop.wait(0.05)
+        self.metrics.runtime.max_concurrent.set(self.config.workers)
         workers = [
             threading.Thread(target=self._work, daemon=True, name=f"worker-{i}")
             for i in range(self.config.workers)
@@ -242,21 +256,33 @@ class Operator:
                 return
             if key is None:
                 continue
-            self.metrics.queue_depth.set(len(self.queue))
-            started = time.perf_counter()
-            try:
-                self.reconcile(key)  # type: ignore[arg-type]
-                self.queue.forget(key)
-                self.metrics.reconciles.labels(result="ok").inc()
-            except Exception:  # a bad job or API error must not stop the worker: retry with backoff
-                log.exception("reconciling %s failed", key)
-                self.metrics.reconciles.labels(result="error").inc()
-                self.metrics.reconcile_errors.inc()
-                self.queue.retry(key)
-            finally:
-                self.queue.done(key)
-                self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
-                self._count_requests()
+            self.process(key)  # type: ignore[arg-type]
+
+    def process(self, key: ObjectKey) -> None:
+        """One pass over a key taken from the queue, measured; a failure is retried later."""
+        self.metrics.queue_depth.set(len(self.queue))
+        runtime = self.metrics.runtime
+        runtime.active_workers.inc()
+        started = time.perf_counter()
+        try:
+            result = self.reconcile(key)
+            self.queue.forget(key)
+            self.metrics.reconciles.labels(result="ok").inc()
+            runtime.reconciles[_outcome(result)].inc()
+        except Exception:  # a bad job or API error must not stop the worker: retry with backoff
+            log.exception("reconciling %s failed", key)
+            self.metrics.reconciles.labels(result="error").inc()
+            self.metrics.reconcile_errors.inc()
+            runtime.reconciles["error"].inc()
+            runtime.errors.inc()
+            self.queue.retry(key)
+        finally:
+            self.queue.done(key)
+            elapsed = time.perf_counter() - started
+            self.metrics.reconcile_seconds.observe(elapsed)
+            runtime.time.observe(elapsed)
+            runtime.active_workers.dec()
+            self._count_requests()
 
     def _count_requests(self) -> None:
         """Bring the request counters up to the client's totals (workers share the client)."""
@@ -277,6 +303,9 @@ class Operator:
 
     def _on_owned(self, kind: str, obj: JSON) -> None:
         self.queue.add(job_key_of(obj))
+        owner = owning_job_key(obj)  # relabelled: its controller releases it
+        if owner is not None and owner != job_key_of(obj):
+            self.queue.add(owner)
 
     def _on_pod(self, kind: str, pod: JSON) -> None:
         """Upstream counts `deleted_pods_total` in its pod informer's delete handler: any
@@ -303,6 +332,7 @@ class Operator:
         job = self.jobs.get(key)
         if job is None or not self._expectations_met(key):
             return None
+        self.claim(job)
         observed = self.observe(job)
         try:
             result = self._plan(job, observed)
@@ -358,6 +388,59 @@ class Operator:
             podgroup_api_missing=self.gang is not None and self.podgroups is None,
             priorities=self._priorities(),
         )
+
+    def claim(self, job: JSON) -> None:
+        """Adopt the job's orphans and release its own whose labels no longer match (upstream's
+        `ClaimPods` and `ClaimServices`); before the first adoption, a fresh read checks that
+        the job is still there and not being deleted."""
+        namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        uid = job["metadata"].get("uid", "")
+        decided = {
+            kind: claims(
+                [*cache.indexed((namespace, name)), *cache.indexed(("owner", uid))], job=job
+            )
+            for kind, cache in (("Pod", self.pods), ("Service", self.services))
+        }
+        if any(d["adopt"] for d in decided.values()):
+            self._can_adopt(job)
+        owner = controller_reference(name=name, uid=uid)
+        failures = []
+        for kind, decision in decided.items():
+            patches = [(obj, adoption_patch(obj, owner), False) for obj in decision["adopt"]]
+            patches += [(obj, release_patch(obj, uid), True) for obj in decision["release"]]
+            for obj, patch, release in patches:
+                if error := self._patch_owner(kind, obj, patch, release=release):
+                    failures.append(error)
+        if failures:
+            raise failures[0]
+
+    def _can_adopt(self, job: JSON) -> None:
+        """Upstream's `RecheckDeletionTimestamp`, from an uncached read."""
+        namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+        try:
+            fresh = self.kube.get(JOBS, namespace, name)
+        except NotFoundError:
+            raise AdoptionError(f"{namespace}/{name} is gone") from None
+        if fresh["metadata"].get("uid") != job["metadata"].get("uid"):
+            raise AdoptionError(f"original job {namespace}/{name} is gone: another uid now")
+        if fresh["metadata"].get("deletionTimestamp"):
+            raise AdoptionError(f"{namespace}/{name} has just been deleted")
+
+    def _patch_owner(self, kind: str, obj: JSON, patch: JSON, *, release: bool) -> Exception | None:
+        """One adoption or release; an object gone meanwhile is no failure, nor (as upstream's
+        `ReleasePod`) a release the API server finds invalid (no such reference any more)."""
+        namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        try:
+            patched = self.kube.merge_patch(BY_KIND[kind], namespace, name, patch, strategic=True)
+        except NotFoundError:
+            return None
+        except Exception as error:
+            if release and getattr(error, "status", None) == INVALID:
+                return None
+            return error
+        log.info("%s %s/%s %s", kind, namespace, name, "released" if release else "adopted")
+        self._caches[kind].apply("MODIFIED", patched)
+        return None
 
     def _priorities(self) -> dict[str, int]:
         if self.priority_classes is None:
@@ -522,6 +605,13 @@ class Operator:
                 self._expectations.pop(key, None)
             return True
         return False
+
+
+def _outcome(result: Plan | None) -> str:
+    """controller-runtime's `result` label of a pass that returned without an error."""
+    if result is None or result.requeue_after is None:
+        return "success"
+    return "requeue_after" if result.requeue_after > 0 else "requeue"
 
 
 def _noun(kind: str) -> str:

@@ -2,7 +2,8 @@
 
 A key is processed by one worker at a time; adding a key that is queued is a no-op; adding a key
 that is being processed queues it again once `done`. Failed keys come back after an exponential
-delay, and `add_after` schedules a key for later (deadlines, TTLs).
+delay, and `add_after` schedules a key for later (deadlines, TTLs). With `metrics`, it counts and
+times what client-go's queue does, under the same names.
 """
 
 import heapq
@@ -10,6 +11,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
+
+from autoscaler.observability.metrics import WorkQueueMetrics
 
 Key = Hashable
 
@@ -25,8 +28,11 @@ class WorkQueue:
         base_delay: float = 0.05,
         max_delay: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        metrics: WorkQueueMetrics | None = None,
     ) -> None:
-        self._clock = clock
+        self._clock, self._metrics = clock, metrics
+        self._added: dict[Key, float] = {}  # when each queued key was added (queue_duration)
+        self._started: dict[Key, float] = {}  # when each key being processed was taken
         self._base, self._max = base_delay, max_delay
         self._queue: deque[Key] = deque()
         self._dirty: set[Key] = set()
@@ -36,6 +42,15 @@ class WorkQueue:
         self._counter = 0
         self._shutdown = False
         self._cond = threading.Condition()
+        if metrics is not None:
+            metrics.unfinished_work.set_function(lambda: sum(self._running_for()))
+            metrics.longest_running.set_function(lambda: max(self._running_for(), default=0.0))
+
+    def _running_for(self) -> list[float]:
+        """How long each key being processed has been (client-go's in-progress gauges)."""
+        now = self._clock()
+        with self._cond:
+            return [now - started for started in self._started.values()]
 
     def __len__(self) -> int:
         with self._cond:
@@ -54,6 +69,10 @@ class WorkQueue:
         if self._shutdown or key in self._dirty:
             return
         self._dirty.add(key)
+        self._added.setdefault(key, self._clock())
+        if self._metrics is not None:
+            self._metrics.adds.inc()
+            self._metrics.depth.set(len(self._dirty))
         if key not in self._processing:
             self._queue.append(key)
             self._cond.notify()
@@ -73,6 +92,8 @@ class WorkQueue:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
         delay = float(min(self._base * 2**failures, self._max))
+        if self._metrics is not None:
+            self._metrics.retries.inc()
         self.add_after(key, delay)
         return delay
 
@@ -92,11 +113,20 @@ class WorkQueue:
                     key = self._queue.popleft()
                     self._dirty.discard(key)
                     self._processing.add(key)
+                    self._taken(key)
                     return key
                 wait = self._wait_time(deadline)
                 if wait is not None and wait <= 0:
                     return None
                 self._cond.wait(wait)
+
+    def _taken(self, key: Key) -> None:
+        now = self._clock()
+        self._started[key] = now
+        added = self._added.pop(key, now)
+        if self._metrics is not None:
+            self._metrics.depth.set(len(self._dirty))
+            self._metrics.queue_duration.observe(now - added)
 
     def _move_due(self) -> None:
         now = self._clock()
@@ -114,6 +144,9 @@ class WorkQueue:
     def done(self, key: Key) -> None:
         with self._cond:
             self._processing.discard(key)
+            started = self._started.pop(key, None)
+            if self._metrics is not None and started is not None:
+                self._metrics.work_duration.observe(self._clock() - started)
             if key in self._dirty:
                 self._queue.append(key)
                 self._cond.notify()

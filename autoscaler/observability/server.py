@@ -1,23 +1,26 @@
-"""`/metrics` and `/healthz` over plain HTTP, on a thread of its own."""
+"""`/metrics` and health checks over plain HTTP, on a thread of its own."""
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+Check = Callable[[], bool]
+
 
 def serve(
-    *, host: str, port: int, registry: CollectorRegistry, healthy: Callable[[], bool]
+    *, host: str, port: int, registry: CollectorRegistry | None, checks: Mapping[str, Check]
 ) -> ThreadingHTTPServer:
-    """Start serving; `server.shutdown()` stops it. Port 0 picks a free port."""
+    """Serve `/metrics` (unless `registry` is None) and each check's path, 200 while it holds
+    and 503 otherwise; `server.shutdown()` stops it. Port 0 picks a free port."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            if self.path == "/metrics":
+            if self.path == "/metrics" and registry is not None:
                 self.reply(200, generate_latest(registry), CONTENT_TYPE_LATEST)
-            elif self.path in ("/healthz", "/readyz"):
-                ok = healthy()
+            elif self.path in checks:
+                ok = checks[self.path]()
                 self.reply(200 if ok else 503, b"ok\n" if ok else b"not ready\n", "text/plain")
             else:
                 self.reply(404, b"not found\n", "text/plain")

@@ -54,8 +54,8 @@ USER_NS = "team-a"  # any namespace jobs run in (reviews need no existing namesp
 OPERATOR_RULES = {
     ("kubeflow.org", "pytorchjobs"): {"get", "list", "watch", "delete"},
     ("kubeflow.org", "pytorchjobs/status"): {"update"},
-    ("", "pods"): {"list", "watch", "create", "delete"},
-    ("", "services"): {"list", "watch", "create", "delete"},
+    ("", "pods"): {"list", "watch", "create", "delete", "patch"},
+    ("", "services"): {"list", "watch", "create", "delete", "patch"},
     ("autoscaling", "horizontalpodautoscalers"): {"list", "watch", "create", "update", "delete"},
     ("", "events"): {"create"},
     ("scheduling.volcano.sh", "podgroups"): {"list", "watch", "create", "update", "delete"},
@@ -83,7 +83,6 @@ DENIED_TO_BOTH = [
     Access("create", JOBS, USER_NS),
     Access("update", JOBS, USER_NS),  # a job's spec is its owner's
     Access("create", "pods/exec", USER_NS),
-    Access("patch", "pods", USER_NS),
     Access("create", "serviceaccounts/token", NS),
     Access("create", "clusterrolebindings.rbac.authorization.k8s.io"),
     Access("escalate", "clusterroles.rbac.authorization.k8s.io"),
@@ -107,6 +106,8 @@ ENGINE_DENIED = [
     Access("patch", f"{JOBS}/status", USER_NS),
     Access("create", "pods", USER_NS),
     Access("delete", "pods", USER_NS),
+    Access("patch", "pods", USER_NS),
+    Access("patch", "services", USER_NS),
     Access("create", "services", USER_NS),
     Access("create", HPAS, USER_NS),
     Access("update", HPAS, USER_NS),

@@ -50,9 +50,9 @@ def start_operator(control_plane: ControlPlane, crd: object, tmp_path: Path) -> 
     def start(identity: str) -> OperatorProcess:
         port = free_port()
         argv = [
-            sys.executable, "-m", "autoscaler", "operator",
+            sys.executable, "-m", "autoscaler", "operator", "--leader-elect",
             "--kubeconfig", str(control_plane.kubeconfig_path),
-            "--metrics-address", f"127.0.0.1:{port}",
+            "--metrics-address", f"127.0.0.1:{port}", "--health-probe-bind-address", "0",
             "--identity", identity, "--lease-name", LEASE, "--lease-namespace", "default",
             "--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.2",
             "--resync-seconds", "2",

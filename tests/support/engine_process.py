@@ -117,8 +117,9 @@ def operator_process(
     /healthz; its exit status must be `exit_code`, as the engine's."""
     port, log = free_port(), workdir / f"{identity}.log"
     argv = [
-        sys.executable, "-m", "autoscaler", "operator",
+        sys.executable, "-m", "autoscaler", "operator", "--leader-elect",
         "--kubeconfig", str(kubeconfig), "--metrics-address", f"127.0.0.1:{port}",
+        "--health-probe-bind-address", "0",
         "--identity", identity, "--lease-namespace", lease_namespace, *lease,
         "--resync-seconds", "2", *flags,
     ]  # fmt: skip

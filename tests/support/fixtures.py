@@ -17,6 +17,12 @@ from tests.support.prometheus import PrometheusServer
 from tests.support.serviceaccounts import request_token, write_kubeconfig
 
 _TIMINGS = pytest.StashKey[dict[str, float]]()
+_LINES = pytest.StashKey[list[str]]()  # a suite's own result lines (the conformance count)
+
+
+def summary_line(config: pytest.Config, line: str) -> None:
+    """`line`, printed at the end of the run under the terminal summary."""
+    config.stash.setdefault(_LINES, []).append(line)
 
 
 def _record(request: pytest.FixtureRequest, what: str, seconds: float) -> None:
@@ -31,6 +37,8 @@ def pytest_terminal_summary(
         terminalreporter.section("test environment")
         for what, seconds in timings.items():
             terminalreporter.write_line(f"{what} started in {seconds:.1f}s")
+    for line in config.stash.get(_LINES, []):
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ Installed as Kueue's kustomize config would, with what a test cluster lacks repl
 - its internal certificate management on, as in a default install: Kueue writes a CA and a
   serving certificate into the Secret `kueue-webhook-server-cert` and injects the CA into the
   webhook configurations and the CRDs; the kubelet's part, the Secret's files in `certDir`, is
-  done here. (With it off, v0.17.0 reads a metrics certificate from a fixed path under `/etc`.);
+  done here. (With it off, v0.19.2 reads a metrics certificate from a fixed path under `/etc`.);
 - the webhook Service `kueue-system/kueue-webhook-service` is `type: ExternalName` with
   `externalName: localhost`: kube-apiserver resolves it to localhost and the Service port, where
   the manager serves its webhooks (127.0.0.1, a free port), and verifies the certificate against

@@ -15,6 +15,8 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
+from tests.support.image import IMAGE, script_command
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -146,3 +148,12 @@ def test_the_dockerignore_reading(dockerignore: str, path: str, sent: bool) -> N
 )
 def test_the_dockerfile_reading(dockerfile: str, sources: list[str]) -> None:
     assert copy_sources(dockerfile) == sources
+
+
+def test_the_image_runs_the_operator_as_upstreams_manager() -> None:
+    """Upstream's Deployment runs `/manager` with no arguments: the image makes that the
+    operator, so the upstream manifests run it with only the image swapped."""
+    assert script_command("/manager") == ["autoscaler", "operator"]
+    assert f"docker build -t {IMAGE} ." in (ROOT / "Dockerfile").read_text()
+    with pytest.raises(LookupError, match="writes no /elsewhere"):
+        script_command("/elsewhere")

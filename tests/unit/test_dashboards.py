@@ -36,6 +36,9 @@ SERIES = re.compile(
 )
 
 
+UPSTREAMS_MANAGER = ("controller_runtime_", "workqueue_", "process_")
+
+
 def exported() -> dict[str, set[str]]:
     """Every series name each component exports, by component."""
     names: dict[str, set[str]] = {}
@@ -347,7 +350,9 @@ def test_every_query_names_only_exported_series_and_every_metric_is_shown() -> N
     assert bases - on_board == set()
     bases = {re.sub(r"_(bucket|sum|count)$", "", n) for n in names["operator"]}
     on_board = {re.sub(r"_bucket$", "", n) for n in shown["operator-health"]}
-    assert bases - on_board == set()
+    # controller-runtime's and the process' series are for dashboards built for upstream's
+    # manager; this one shows the same facts under the operator's own names.
+    assert {b for b in bases - on_board if not b.startswith(UPSTREAMS_MANAGER)} == set()
 
 
 def test_a_renamed_metric_renames_the_query() -> None:

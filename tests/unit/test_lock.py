@@ -1,6 +1,7 @@
 """The locks against pyproject.toml (`make lock`): requirements.lock, what the image installs,
 pins the runtime dependencies and the build backend; requirements-dev.lock, what `make test` and
-CI install, pins the same at the same versions plus every extra. Each declared dependency pinned at a version its
+CI install, pins the same at the same versions plus every extra; requirements-demo.lock, what
+`make demo` installs, the image's plus the simulator's extra, at the dev lock's versions. Each declared dependency pinned at a version its
 specifier allows, with hashes, and everything each one needs (on this platform) pinned too."""
 
 import re
@@ -15,14 +16,15 @@ from packaging.version import Version
 
 REPO = Path(__file__).resolve().parents[2]
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
-IMAGE, DEV = "requirements.lock", "requirements-dev.lock"
+IMAGE, DEV, DEMO = "requirements.lock", "requirements-dev.lock", "requirements-demo.lock"
+EXTRAS = {IMAGE: (), DEV: ("sim", "test", "dev"), DEMO: ("sim",)}
 
 
 def declared(lock: str) -> list[Requirement]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    texts = list(project["dependencies"])
-    if lock == DEV:
-        texts += [text for extra in project["optional-dependencies"].values() for text in extra]
+    extras = project["optional-dependencies"]
+    assert set(EXTRAS[DEV]) == set(extras)  # every extra is in the dev lock
+    texts = [*project["dependencies"], *(text for extra in EXTRAS[lock] for text in extras[extra])]
     return [Requirement(text) for text in texts]
 
 
@@ -52,7 +54,7 @@ def needed_by(requirement: Requirement) -> set[str]:
     return seen
 
 
-CASES = [(lock, requirement) for lock in (IMAGE, DEV) for requirement in declared(lock)]
+CASES = [(lock, requirement) for lock in (IMAGE, DEV, DEMO) for requirement in declared(lock)]
 IDS = [f"{lock}:{requirement}" for lock, requirement in CASES]
 
 
@@ -74,10 +76,18 @@ def test_what_each_dependency_needs_is_pinned_too(lock: str, requirement: Requir
     assert not missing, f"not in {lock}: {sorted(missing)}: run `make lock`"
 
 
-def test_the_tests_run_the_versions_the_image_ships() -> None:
-    image, dev = locked(IMAGE), locked(DEV)
-    differ = {name: (image[name], dev.get(name)) for name in image if dev.get(name) != image[name]}
-    assert not differ, f"image vs dev lock: {differ}: run `make lock`"
+@pytest.mark.parametrize("lock", [IMAGE, DEMO])
+def test_the_tests_run_the_versions_the_image_and_the_demo_ship(lock: str) -> None:
+    shipped, dev = locked(lock), locked(DEV)
+    differ = {name: (v, dev.get(name)) for name, v in shipped.items() if dev.get(name) != v}
+    assert not differ, f"{lock} vs dev lock: {differ}: run `make lock`"
+
+
+def test_the_demo_installs_no_development_tool() -> None:
+    demo = locked(DEMO)
+    assert "matplotlib" in demo
+    assert not {"pytest", "ruff", "mypy", "mkdocs", "ipykernel", "hypothesis"} & set(demo)
+    assert set(locked(IMAGE)) <= set(demo)
 
 
 @pytest.mark.parametrize(
@@ -88,19 +98,23 @@ def test_the_tests_run_the_versions_the_image_ships() -> None:
     ],
     ids=str,
 )
-def test_the_image_builds_the_package_with_a_locked_backend(requirement: Requirement) -> None:
-    """The Dockerfile builds the package without build isolation, so with these pins."""
-    pins = locked(IMAGE)
-    name = canonicalize_name(requirement.name)
-    assert name in pins, f"{name} is not in {IMAGE}: run `make lock`"
-    assert requirement.specifier.contains(pins[name])
+def test_the_image_and_the_demo_build_the_package_with_a_locked_backend(
+    requirement: Requirement,
+) -> None:
+    """The Dockerfile and `make demo` build the package without build isolation, so with these
+    pins."""
+    for lock in (IMAGE, DEMO):
+        pins = locked(lock)
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{name} is not in {lock}: run `make lock`"
+        assert requirement.specifier.contains(pins[name])
 
 
 def test_nothing_of_the_extras_is_locked_for_the_image() -> None:
     assert "matplotlib" not in locked(IMAGE)
 
 
-@pytest.mark.parametrize("lock", [IMAGE, DEV])
+@pytest.mark.parametrize("lock", [IMAGE, DEV, DEMO])
 def test_every_pin_carries_hashes(lock: str) -> None:
     text = (REPO / lock).read_text()
     entries = re.split(r"\n(?=[A-Za-z0-9])", text)

@@ -3,6 +3,7 @@ caches never show, with recording fake clients and a monotonic clock the test mo
 
 import contextlib
 import copy
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -17,9 +18,14 @@ from autoscaler.clients.kube import (
 )
 from autoscaler.controller.gang import PODGROUP_KIND
 from autoscaler.controller.reconcile import Observed, Plan
-from autoscaler.controller.runner import EXPECTATION_TIMEOUT, Operator, OperatorConfig
-from autoscaler.observability.metrics import UPSTREAM_OBJECT_COUNTERS
-from tests.support.jobs import echo_with
+from autoscaler.controller.runner import (
+    EXPECTATION_TIMEOUT,
+    AdoptionError,
+    Operator,
+    OperatorConfig,
+)
+from autoscaler.observability.metrics import CONTROLLER, UPSTREAM_OBJECT_COUNTERS
+from tests.support.jobs import echo_with, spec
 
 JSON = dict[str, Any]
 
@@ -340,3 +346,145 @@ def test_podgroup_events_use_upstreams_wording() -> None:
         ("SuccessfulCreatePodGroup", "Created PodGroup: echo"),  # not upstream's: it sends none
         ("SuccessfulDeletePodGroup", "Deleted PodGroup: echo"),  # upstream's job.go wording
     ]
+
+
+def runtime_sample(operator: Operator, name: str, **labels: str) -> float | None:
+    return operator.metrics.registry.get_sample_value(name, {"controller": CONTROLLER, **labels})
+
+
+def started_with_deadline(job: JSON) -> None:
+    spec(job)["runPolicy"] = {"activeDeadlineSeconds": 600}
+    job["status"] = {"startTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+@pytest.mark.parametrize(
+    ("kube", "edit", "result"),
+    [
+        (AcceptingKube(), lambda job: None, "success"),
+        (AcceptingKube(), started_with_deadline, "requeue_after"),
+        (UnreachableKube(), lambda job: None, "error"),
+    ],
+    ids=["success", "deadline ahead", "write failed"],
+)
+def test_a_pass_is_counted_under_controller_runtimes_names(
+    kube: RecordingKube, edit: Any, result: str
+) -> None:
+    operator = Operator(kube)  # type: ignore[arg-type]
+    job = echo_with(lambda job: (job["metadata"].update(namespace="ns", uid="u"), edit(job)))
+    operator.jobs.apply("ADDED", job)
+    operator.queue.add(("ns", job["metadata"]["name"]))
+    operator.process(operator.queue.get(timeout=0))  # type: ignore[arg-type]
+    operator.events.close()
+    name = "controller_runtime_reconcile_total"
+    assert runtime_sample(operator, name, result=result) == 1.0
+    others = {"success", "error", "requeue", "requeue_after"} - {result}
+    assert [r for r in others if runtime_sample(operator, name, result=r)] == []
+    errors = runtime_sample(operator, "controller_runtime_reconcile_errors_total")
+    assert errors == (1.0 if result == "error" else 0.0)
+    assert runtime_sample(operator, "controller_runtime_reconcile_time_seconds_count") == 1.0
+    assert runtime_sample(operator, "controller_runtime_active_workers") == 0.0
+    retries = operator.metrics.registry.get_sample_value(
+        "workqueue_retries_total", {"name": CONTROLLER, "controller": CONTROLLER}
+    )
+    assert retries == (1.0 if result == "error" else 0.0)
+
+
+class PatchingKube(AcceptingKube):
+    """Accepts writes; strategic merge patches are recorded and applied to the object as the API
+    server would for these two patches, or raise `refuse`; the job reads back as `fresh`."""
+
+    def __init__(self, fresh: JSON | None, refuse: Exception | None = None) -> None:
+        super().__init__()
+        self.fresh, self.refuse = fresh, refuse
+        self.patches: list[tuple[str, JSON]] = []
+        self.objects: dict[str, JSON] = {}
+
+    def get(self, resource: object, namespace: str, name: str) -> JSON:
+        if self.fresh is None:
+            raise NotFoundError(name)
+        return self.fresh
+
+    def merge_patch(
+        self, resource: object, namespace: str, name: str, patch: JSON, *, strategic: bool
+    ) -> JSON:
+        assert strategic
+        self.patches.append((name, patch))
+        if self.refuse is not None:
+            raise self.refuse
+        obj = copy.deepcopy(self.objects[name])
+        refs = [r for r in patch["metadata"]["ownerReferences"] if "$patch" not in r]
+        obj["metadata"]["ownerReferences"] = refs
+        obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
+        return obj
+
+
+def orphan_of(job: JSON, name: str, **labels: str) -> JSON:
+    metadata = {
+        "name": name,
+        "namespace": "ns",
+        "uid": f"{name}-uid",
+        "resourceVersion": "1",
+        "labels": {
+            "training.kubeflow.org/operator-name": "pytorchjob-controller",
+            "training.kubeflow.org/job-name": job["metadata"]["name"],
+            **labels,
+        },
+    }
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": {}, "status": {}}
+
+
+def claiming(kube: PatchingKube, *orphans: JSON) -> tuple[Operator, JSON]:
+    operator = Operator(kube)  # type: ignore[arg-type]
+    job = echo_with(lambda job: job["metadata"].update(namespace="ns", uid="u"))
+    kube.fresh = job if kube.fresh is not None else None
+    operator.jobs.apply("ADDED", job)
+    for orphan in orphans:
+        kube.objects[orphan["metadata"]["name"]] = orphan
+        operator.pods.apply("ADDED", copy.deepcopy(orphan))
+    return operator, job
+
+
+def test_an_orphan_is_adopted_and_not_created_again() -> None:
+    kube = PatchingKube(fresh={})
+    worker = "elastic-example-echo-worker-0"
+    labels = {
+        "training.kubeflow.org/replica-type": "worker",
+        "training.kubeflow.org/replica-index": "0",
+    }
+    operator, job = claiming(kube, orphan_of(echo_with(lambda j: None), worker, **labels))
+    operator.reconcile(("ns", job["metadata"]["name"]))
+    operator.events.close()
+    [(name, patch)] = kube.patches
+    assert name == worker
+    assert patch["metadata"]["uid"] == f"{worker}-uid"
+    [ref] = patch["metadata"]["ownerReferences"]
+    assert (ref["kind"], ref["uid"], ref["controller"], ref["blockOwnerDeletion"]) == (
+        "PyTorchJob",
+        "u",
+        True,
+        True,
+    )
+    created = [o["metadata"]["name"] for o in kube.created if o["kind"] == "Pod"]
+    assert created == ["elastic-example-echo-worker-1"]  # worker-0 is the adopted one
+
+
+def test_no_adoption_when_the_fresh_read_finds_the_job_gone() -> None:
+    kube = PatchingKube(fresh=None)
+    operator, job = claiming(kube, orphan_of(echo_with(lambda j: None), "stray"))
+    with pytest.raises(AdoptionError, match="ns/elastic-example-echo is gone"):
+        operator.reconcile(("ns", job["metadata"]["name"]))
+    assert kube.patches == []
+
+
+def test_a_release_the_api_server_finds_invalid_is_no_failure() -> None:
+    kube = PatchingKube(fresh={}, refuse=ApiException(status=422, reason="Invalid"))
+    operator, job = claiming(kube)
+    relabelled = orphan_of(job, "moved", **{"training.kubeflow.org/job-name": "other"})
+    relabelled["metadata"]["ownerReferences"] = [
+        {"kind": "PyTorchJob", "uid": "u", "controller": True}
+    ]
+    kube.objects["moved"] = relabelled
+    operator.pods.apply("ADDED", relabelled)
+    operator.reconcile(("ns", job["metadata"]["name"]))
+    assert [name for name, _ in kube.patches] == ["moved"]
+    assert kube.patches[0][1]["metadata"]["ownerReferences"] == [{"$patch": "delete", "uid": "u"}]

@@ -35,6 +35,7 @@ TEXT = re.compile(r"(\.(py|md|ya?ml|toml|sh|ipynb|cfg|ini|txt|json)|Makefile|Doc
 COPIED = re.compile(
     r"(^|/)(LICENSE[^/]*|NOTICE[^/]*|k8s-types\.json|snapshot\.schema\.json)$"
     r"|/data/.*\.(csv|ya?ml|json)$"
+    r"|^tests/fixtures/upstream/training-operator-v[\d.]+/"  # a release's files, unchanged
 )
 
 TEMPORARY_FILE = r"tmp/\w|private/(tmp|var)/|var/folders/"

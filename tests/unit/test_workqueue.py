@@ -1,8 +1,10 @@
 """The work queue's guarantees, with an injected clock."""
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from autoscaler.controller.workqueue import ShutDownError, WorkQueue
+from autoscaler.observability.metrics import CONTROLLER, controller_runtime_metrics
 
 
 class Clock:
@@ -65,3 +67,39 @@ def test_idle_only_when_nothing_is_queued_scheduled_or_processing() -> None:
     assert not queue.idle()
     queue.done(key)
     assert queue.idle()
+
+
+def sample(registry: CollectorRegistry, name: str) -> float | None:
+    labels = {"name": CONTROLLER, "controller": CONTROLLER}
+    return registry.get_sample_value(name, labels)
+
+
+def test_metrics_count_and_time_as_client_gos_queue() -> None:
+    """client-go's semantics: an add of a queued key is no add; depth counts keys not yet taken;
+    queue time runs from the first add to the take, work time from the take to `done`."""
+    registry, clock = CollectorRegistry(), Clock()
+    queue = WorkQueue(clock=clock, metrics=controller_runtime_metrics(registry).queue)
+    queue.add("a")
+    queue.add("a")
+    queue.add("b")
+    assert sample(registry, "workqueue_adds_total") == 2.0
+    assert sample(registry, "workqueue_depth") == 2.0
+    clock.now = 2.0
+    key = queue.get(timeout=0)
+    assert sample(registry, "workqueue_depth") == 1.0
+    assert sample(registry, "workqueue_queue_duration_seconds_sum") == 2.0
+    clock.now = 5.0
+    assert sample(registry, "workqueue_unfinished_work_seconds") == 3.0
+    assert sample(registry, "workqueue_longest_running_processor_seconds") == 3.0
+    queue.retry(key)
+    queue.done(key)
+    assert sample(registry, "workqueue_work_duration_seconds_sum") == 3.0
+    assert sample(registry, "workqueue_work_duration_seconds_count") == 1.0
+    assert sample(registry, "workqueue_retries_total") == 1.0
+    assert sample(registry, "workqueue_unfinished_work_seconds") == 0.0
+    assert sample(registry, "workqueue_adds_total") == 2.0  # a retry counts once it is due
+    clock.now = 10.0
+    assert queue.get(timeout=0) == "b"
+    assert queue.get(timeout=0) == "a"
+    assert sample(registry, "workqueue_adds_total") == 3.0
+    assert sample(registry, "workqueue_depth") == 0.0
