@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +39,7 @@ from tests.e2e.training import (
 )
 from tests.support.external_metrics import ExternalMetricsServer
 from tests.support.polling import wait_for
+from tests.support.processes import process_gone
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(900)]
 # The target every rescale must meet with the operator's rendezvous settings; runs measuring
@@ -257,7 +257,7 @@ def test_killed_workers_are_replaced_and_training_resumes_from_the_checkpoint(
             killed = time.time()
             agent.kill_container(scenario.namespace, victim, "pytorch")
             wait_for(
-                lambda p=processes: not any(pid_alive(pid) for pid in p),  # type: ignore[misc]
+                lambda p=processes: all(process_gone(pid) for pid in p),  # type: ignore[misc]
                 timeout=10,
                 interval=0.1,
                 what=f"every process of {victim}'s container to end",
@@ -272,14 +272,6 @@ def test_killed_workers_are_replaced_and_training_resumes_from_the_checkpoint(
 
 
 KILL_SAMPLES = 90_000  # two kills and their recoveries at three workers, with a margin
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_a_node_gone_silent_is_recovered_from(scenario: Scenario) -> None:

@@ -317,18 +317,11 @@ def test_a_change_made_while_the_watch_was_gone_is_acted_on_after_410(
 def test_prometheus_killed_holds_every_job_then_sizing_resumes(
     case: Case, recovery: Record
 ) -> None:
-    cluster, prometheus, api = case.cluster, case.prometheus, case.cluster.api
+    cluster, prometheus = case.cluster, case.prometheus
     case.operator()
     engine = case.engine()
     prometheus.kill()
-    jobs = ("left", "right")
-    create_running(cluster, *(gpu_job(name) for name in jobs))
-    for name in jobs:
-        trainer = case.stack.enter_context(
-            Trainer(api, namespace=cluster.ns, name=name, curve=lambda n: 100.0 * n)
-        )
-        prometheus.add_target(trainer.target, job="training", labels={"test": cluster.ns})
-        case.stack.callback(prometheus.remove_target, trainer.target, job="training")
+    jobs = training_jobs(case, "left", "right")
     rounds = metric(engine, "autoscaler_rounds_total")
     failed = "autoscaler_throughput_unavailable_total"
     wait_for(
@@ -369,21 +362,14 @@ def test_prometheus_lost_after_sizing_shrinks_and_grows_nothing_then_sizing_resu
     staleness window, the case where missing data could shrink a job: every count is held,
     with the reason on the job and in the decision log, and the engine decides again within
     two rounds of Prometheus' return."""
-    cluster, prometheus, api = case.cluster, case.prometheus, case.cluster.api
+    cluster, prometheus = case.cluster, case.prometheus
     log = case.workdir / "decisions.jsonl"
     case.operator()
     settings = engine_config(namespace=cluster.ns, prometheus_url="", capacity={})["settle"]
     engine = case.engine(
         decision_log=str(log), settle={**settings, "stale_after_seconds": STALE_AFTER}
     )
-    jobs = ("left", "right")
-    create_running(cluster, *(gpu_job(name) for name in jobs))
-    for name in jobs:
-        trainer = case.stack.enter_context(
-            Trainer(api, namespace=cluster.ns, name=name, curve=lambda n: 100.0 * n)
-        )
-        prometheus.add_target(trainer.target, job="training", labels={"test": cluster.ns})
-        case.stack.callback(prometheus.remove_target, trainer.target, job="training")
+    jobs = training_jobs(case, "left", "right")
     sized = dict.fromkeys(jobs, 2)
     wait_for(
         lambda: {name: replicas(cluster, name) for name in jobs} == sized,
@@ -443,6 +429,19 @@ def held_round(log: Path, name: str) -> bool:
     """Whether the engine's newest decision for `name` was held for missing metrics."""
     records = [r for r in read_decision_log(log) if r["name"] == name] if log.exists() else []
     return bool(records) and records[-1]["reason"] == "MetricsUnavailable"
+
+
+def training_jobs(case: Case, *names: str) -> tuple[str, ...]:
+    """Linearly scaling jobs of one worker each, running, their throughput scraped."""
+    cluster, prometheus = case.cluster, case.prometheus
+    create_running(cluster, *(gpu_job(name) for name in names))
+    for name in names:
+        trainer = case.stack.enter_context(
+            Trainer(cluster.api, namespace=cluster.ns, name=name, curve=lambda n: 100.0 * n)
+        )
+        prometheus.add_target(trainer.target, job="training", labels={"test": cluster.ns})
+        case.stack.callback(prometheus.remove_target, trainer.target, job="training")
+    return names
 
 
 def gpu_job(name: str) -> JSON:

@@ -20,6 +20,7 @@ from kubernetes import client
 from autoscaler.clients.kube import LEASES, PODS, Kube, NotFoundError
 from tests.support.node_agent import GPU, LEASE_NAMESPACE, NodeAgent, NodeSpec
 from tests.support.polling import wait_for
+from tests.support.processes import process_gone
 
 pytestmark = pytest.mark.integration
 JSON = dict[str, Any]
@@ -115,14 +116,6 @@ def pods(kube_api: client.ApiClient, namespace: str) -> Pods:
 
 def scheduled_condition(status: JSON) -> JSON:
     return next((c for c in status.get("conditions") or [] if c["type"] == "PodScheduled"), {})
-
-
-def process_gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def test_pod_waits_for_gpus_until_capacity_frees(start_node_agent: Start, pods: Pods) -> None:

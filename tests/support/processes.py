@@ -124,3 +124,12 @@ def port_in_use(log_path: Path) -> bool:
     """Whether a failed start looks like a lost race for a port."""
     text = log_path.read_text(errors="replace") if log_path.exists() else ""
     return "address already in use" in text or os.strerror(errno.EADDRINUSE) in text
+
+
+def process_gone(pid: int) -> bool:
+    """Whether no process has the PID (a zombie still has it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
