@@ -155,7 +155,9 @@ def run_service(
 
     Exit status 0 after SIGTERM, LEASE_LOST at once when the Lease was lost.
     """
-    elector_ = elector(args, kube)
+    # The Lease's own client, unthrottled (controller-runtime gives leader election a client of
+    # its own): renewals queued behind a busy operator's throttled requests lost the lease.
+    elector_ = elector(args, Kube(kube.api))
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

@@ -34,6 +34,7 @@ from kubernetes import client
 
 from autoscaler.api import coordinates as c
 from autoscaler.cli.common import LEASE_LOST
+from autoscaler.cli.operator_command import LEADER_ELECTION_ID
 from autoscaler.engine.state import JobState
 from tests.integration.conftest import RBAC_FILE
 from tests.integration.test_gang import control_plane as own_control_plane
@@ -57,7 +58,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.faults]
 JSON = dict[str, Any]
 KILLED = -signal.SIGKILL
 LEASE_SECONDS = float(LEASE_FLAGS[LEASE_FLAGS.index("--lease-duration") + 1])
-OPERATOR_LEASE, ENGINE_LEASE = "pytorchjob-operator", "elastic-autoscaler-engine"
+OPERATOR_LEASE, ENGINE_LEASE = LEADER_ELECTION_ID, "elastic-autoscaler-engine"
 COOLDOWN = 4.0  # the engine's cooldown_seconds (engine_config)
 
 
