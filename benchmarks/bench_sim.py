@@ -55,7 +55,7 @@ PREVIOUS = (
     "pollux-style",
     "speedup-optimizer",
 )
-STATIC_SIZES = ("static", "tiresias")  # never size a job by its curve
+STATIC_SIZES = ("static", "least-attained-service")  # never size a job by its curve
 WORK_AWARE = (OURS, "optimus")  # the policies that read the work left
 BLIND = " (no work declared)"
 FIGURES = ("mean_jct", "p95_jct", "makespan", "gpu_utilization", "rescales", "mean_solve")

@@ -1,7 +1,7 @@
 """The default policy keeps the lowest mean JCT on two small workloads (a guard, ~1 minute).
 
 Sixty jobs of two of Pollux's workloads on 32 of its T4 GPUs, through the real engine, against
-every built-in policy that sizes jobs by their curves and `static` (`tiresias` and `hpa-like`
+every built-in policy that sizes jobs by their curves and `static` (`least-attained-service` and `hpa-like`
 trail far behind here, at 2-7x, and take longest to simulate). Measured when this guard was
 written (mean JCT, seconds): workload-1 global-optimizer 2,239, next pollux-style 2,484;
 workload-2 global-optimizer 3,646, next pollux-style 3,821. A change that costs the default

@@ -100,7 +100,8 @@ def test_the_table_lists_every_default_policy_and_the_bound(
     count = len(DEFAULT_POLICIES)
     names = [line.split()[0] for line in lines[header + 1 : header + 1 + count]]
     assert names == list(DEFAULT_POLICIES)
-    assert lines[header + 1 + count].startswith("lower bound")
+    assert lines[header + 1 + count].startswith("LP bound (")
+    assert lines[header + 2 + count].startswith("each job alone")
     assert "x)" in lines[header + 1]  # each figure with its ratio to the bound
 
 
