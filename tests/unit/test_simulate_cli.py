@@ -59,8 +59,11 @@ def test_json_of_one_policy_on_a_tiny_workload(
     bound = data["lower_bound"]
     assert set(bound) == {"mean_jct_seconds", "p95_jct_seconds", "makespan_seconds"}
     assert figures["mean_jct_seconds"] >= bound["mean_jct_seconds"]
+    relaxed = data["lp_bound"]
+    assert bound["mean_jct_seconds"] <= relaxed["mean_jct_seconds"] <= figures["mean_jct_seconds"]
+    assert relaxed["slot_seconds"] > 0
     ratio = figures["ratio_to_lower_bound"]["mean_jct"]
-    assert ratio == pytest.approx(figures["mean_jct_seconds"] / bound["mean_jct_seconds"])
+    assert ratio == pytest.approx(figures["mean_jct_seconds"] / relaxed["mean_jct_seconds"])
     assert data["rejected"] == []
     assert "simulating [" in err  # the progress bar
     assert "100%" in err
