@@ -123,6 +123,17 @@ def bound_rows(comparison: "Comparison") -> list[tuple[str, ...]]:
             ("each job alone", "", *alone, "", "", "")]  # fmt: skip
 
 
+def aligned(cells: list[tuple[str, ...]]) -> str:
+    """Rows of cells as text columns: the first left-aligned, the others right-aligned."""
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    return "\n".join(
+        "  ".join([row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+        ]).rstrip()
+        for row in cells
+    )  # fmt: skip
+
+
 def table(comparison: "Comparison") -> str:
     """The comparison for people: a header line, the table, then jobs that did not finish."""
     config = comparison.config
@@ -134,13 +145,7 @@ def table(comparison: "Comparison") -> str:
         " (x) = mean JCT over the LP bound, p95 and makespan over each job alone.",
         "",
     ]
-    cells = [COLUMNS, *rows(comparison)]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(COLUMNS))]
-    for row in cells:
-        padded = [row[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
-        ]
-        lines.append("  ".join(padded).rstrip())
+    lines.append(aligned([COLUMNS, *rows(comparison)]))
     for name, reason in comparison.rejected:
         lines.append(f"can never run (not simulated): {name}: {reason}")
     for name, run in comparison.runs.items():
