@@ -6,8 +6,8 @@
   longer; `b` takes the worker iff `(T_b(n_b+1) - T_b(n_b)) / T_b(n_b+1) > (T_a(n_a+1) - T_a(n_a))
   / T_a(n_a)`, the exchange argument for two jobs. AFS-L knows each job's remaining work; AFS-P
   does not and estimates it from the service the job attained.
-- heSRPT (Berg, Vesilo, Harchol-Balter, "heSRPT: Parallel Scheduling to Minimize Mean Slowdown",
-  Performance'20; the flow-time optimum of the same authors): with speedup `k^p` and `m` jobs
+- heSRPT (Berg, Vesilo, Harchol-Balter, "heSRPT: Optimal Parallel Scheduling of Jobs With Known
+  Sizes"): with speedup `k^p` and `m` jobs
   of known sizes, the i-th largest job gets the share `(i/m)^c - ((i-1)/m)^c` of the cluster,
   `c = 1/(1-p)`: every job is served, the smallest most. Here each job's `p` is fitted from its
   curve and its share computed with its own exponent, re-solved each round.
