@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = args.only.split(",")
     policies = [OURS, *args.variant]
     totals = dict.fromkeys([OURS, *(v.name for v in args.variant)], 0.0)
-    for workload in (w for w in workloads(quick=False) if w.name in names):
+    for workload in (w for w in workloads() if w.name in names):
         config = dataclasses.replace(
             workload.config, noise=args.noise, declared_work=args.declared_work == "all"
         )

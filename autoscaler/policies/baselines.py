@@ -1,5 +1,5 @@
 """Baseline policies to compare the global optimizer with: `static`, `equal-share`, `hpa-like`,
-`tiresias`."""
+`least-attained-service`."""
 
 import math
 from collections.abc import Sequence
@@ -17,7 +17,7 @@ from autoscaler.policies.contract import (
 )
 from autoscaler.policies.global_optimizer import GPU
 from autoscaler.policies.speedup import current_count, job_curve
-from autoscaler.policies.throughput_model import ThroughputModel
+from autoscaler.policies.throughput_model import EXPLORING, ThroughputModel
 
 
 class StaticConfig(PolicyConfig):
@@ -77,21 +77,20 @@ class EqualShare:
         ]
 
 
-class TiresiasConfig(PolicyConfig):
+class LeastAttainedServiceConfig(PolicyConfig):
     resource: str = Field(default=GPU, description="the capacity the jobs share")
 
 
-class Tiresias:
-    """Least attained service first (Tiresias, NSDI'19), at the sizes users asked for.
+class LeastAttainedService:
+    """Least attained service first, at the sizes users asked for.
 
     In order of attained service (least first, then oldest), each job gets the count it was
     submitted with (its requested count, within its bounds and allowed counts) if that still
-    fits, else its smallest: a job is never sized by its curve. Tiresias suspends the jobs it
-    preempts; an elastic job cannot go below its minimum, so here a preempted job runs at its
-    minimum instead.
+    fits, else its smallest: a job is never sized by its curve. A continuous sort, not Tiresias
+    (NSDI'19): no discretised queues, thresholds, starvation promotion or suspension.
     """
 
-    def __init__(self, config: TiresiasConfig) -> None:
+    def __init__(self, config: LeastAttainedServiceConfig) -> None:
         self.config = config
 
     def decide(self, snapshot: Snapshot, *, now: datetime) -> Sequence[Decision]:
@@ -134,7 +133,7 @@ class HpaLikeConfig(PolicyConfig):
         default=0.8, le=1.0, description="per-worker throughput wanted, relative to the minimum's"
     )
     tolerance: float = Field(default=0.1, ge=0, description="no change within this ratio of 1")
-    model: ThroughputModel = ThroughputModel()
+    model: ThroughputModel = EXPLORING
 
 
 class HpaLike:
@@ -175,11 +174,11 @@ EQUAL_SHARE = PolicyPlugin(
     config_model=EqualShareConfig,
     build=EqualShare,
 )
-TIRESIAS = PolicyPlugin(
-    name="tiresias",
+LEAST_ATTAINED_SERVICE = PolicyPlugin(
+    name="least-attained-service",
     summary="least attained service first, each job at its requested or smallest count",
-    config_model=TiresiasConfig,
-    build=Tiresias,
+    config_model=LeastAttainedServiceConfig,
+    build=LeastAttainedService,
 )
 HPA_LIKE = PolicyPlugin(
     name="hpa-like",

@@ -42,19 +42,11 @@ from autoscaler.policies.speedup import (
     seconds_to_finish,
     speedup_over,
 )
-from autoscaler.policies.throughput_model import ThroughputModel
+from autoscaler.policies.throughput_model import EXPLORING, ThroughputModel
 from autoscaler.torchrun import RESCALE_STALL_SECONDS
 
 GPU = c.GPU_RESOURCE
 Bools = npt.NDArray[np.bool_]
-
-
-# A job is explored up to twice its largest observed count at once (or one more worker), valued
-# there as high as a concave curve through its last two points could reach: the fit bends down
-# past the data, and without this the bundled default kept 74 % of its GPUs busy, with it 83 %
-# (equal-share 86 %), at a mean JCT within 0.2 % (1.2 % with the simulator's noise on; the
-# docs/policies.md has the figures of benchmarks/sweep_sim.py).
-EXPLORING = ThroughputModel(exploration_factor=2.0, extrapolation="optimistic")
 
 
 class GlobalOptimizerConfig(PolicyConfig):
@@ -73,10 +65,9 @@ class GlobalOptimizerConfig(PolicyConfig):
 
 
 class SpeedupOptimizerConfig(GlobalOptimizerConfig):
-    """The optimizer blind to the work left: speedups, explored one worker at a time."""
+    """The optimizer blind to the work left: speedups."""
 
     objective: Objective = Objective(kind="proportional")
-    model: ThroughputModel = ThroughputModel()
 
 
 Solve = Callable[..., Allocation]
@@ -243,7 +234,7 @@ def _keep(job: JobSnapshot, reason: str, message: str) -> Decision:
 
 class GreedyConfig(PolicyConfig):
     resource: str = Field(default=GPU, description="the capacity the jobs share")
-    model: ThroughputModel = ThroughputModel()
+    model: ThroughputModel = EXPLORING
 
 
 def speedup_greedy(config: GreedyConfig) -> GlobalOptimizer:

@@ -67,6 +67,11 @@ def remaining_samples(job: JobSnapshot, curve: JobCurve) -> float:
     """
     if job.remaining_samples is not None:
         return job.remaining_samples
+    return estimated_samples(job, curve)
+
+
+def estimated_samples(job: JobSnapshot, curve: JobCurve) -> float:
+    """The samples left as the attained-service estimate has them, whatever the job declared."""
     current = current_count(job)
     per_worker = curve.at(current) / current
     if not np.isfinite(per_worker):

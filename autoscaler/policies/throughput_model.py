@@ -52,6 +52,11 @@ class ThroughputModel(BaseModel):
     )
 
 
+# The lineup's one model: a job is explored up to twice its largest observed count at once (or one
+# more worker), valued there as high as a concave curve through its last two points could reach.
+EXPLORING = ThroughputModel(exploration_factor=2.0, extrapolation="optimistic")
+
+
 def features(counts: npt.ArrayLike) -> Floats:
     """Columns (1, [n>1], [n>1]·n, [n>1]·n²) of D(n) for each count."""
     n = np.asarray(counts, dtype=np.float64)

@@ -12,6 +12,7 @@ from typing import Any
 
 from autoscaler.policies.contract import Policy
 from autoscaler.policies.registry import PolicyError, build, find
+from autoscaler.policies.throughput_model import EXPLORING, ThroughputModel
 
 
 @dataclass(frozen=True)
@@ -32,11 +33,14 @@ DEFAULT_POLICIES = (
     "static",
     "equal-share",
     "hpa-like",
-    "tiresias",
+    "least-attained-service",
     "speedup-greedy",
     "optimus",
     "pollux-style",
     "speedup-optimizer",
+    "afs-l",
+    "afs-p",
+    "hesrpt",
     "global-optimizer",
 )
 
@@ -65,3 +69,13 @@ def lineup(references: Iterable[str | PolicyChoice]) -> tuple[PolicyChoice, ...]
 def built(choice: PolicyChoice) -> Policy:
     """The choice's policy; a bad config is an error naming the choice."""
     return build(find(choice.plugin), choice.config, label=choice.name)
+
+
+def model_of(choice: PolicyChoice) -> str:
+    """The throughput model the choice decides on: `exploring` (the lineup's), `plain` (the fit
+    one worker past the data), `custom`, or `-` for a policy that reads no curve."""
+    config = find(choice.plugin).config_model.model_validate(dict(choice.config))
+    model = getattr(config, "model", None)
+    if not isinstance(model, ThroughputModel):
+        return "-"
+    return {EXPLORING: "exploring", ThroughputModel(): "plain"}.get(model, "custom")

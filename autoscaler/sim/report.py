@@ -7,13 +7,16 @@ from autoscaler.sim.results import JobResult
 if TYPE_CHECKING:  # the comparison's methods call these
     from autoscaler.sim.comparison import Comparison, PolicyRun
 
-COLUMNS = ("policy", "mean JCT", "p95 JCT", "makespan", "GPU util", "rescales", "mean solve")
+COLUMNS = (
+    "policy", "model", "mean JCT", "p95 JCT", "makespan", "GPU util", "rescales", "mean solve"
+)  # fmt: skip
 
 
 def summary(run: "PolicyRun") -> dict[str, object]:
     """The figures `-o json` promises for one policy."""
     result = run.result
     return {
+        "model": run.model,
         "mean_jct_seconds": result.mean_jct,
         "p95_jct_seconds": result.p95_jct,
         "makespan_seconds": result.makespan,
@@ -58,6 +61,10 @@ def to_json(comparison: "Comparison", *, jobs: bool = False) -> dict[str, object
             "p95_jct_seconds": bound.p95_jct,
             "makespan_seconds": bound.makespan,
         },
+        "lp_bound": {
+            "mean_jct_seconds": comparison.lp_bound.mean_jct,
+            "slot_seconds": comparison.lp_bound.slot_seconds,
+        },
         "rejected": [{"name": name, "reason": reason} for name, reason in comparison.rejected],
         "jobs": len(comparison.workload),
         "cluster": {
@@ -87,13 +94,14 @@ def _solve(value: float | None) -> str:
 
 
 def rows(comparison: "Comparison") -> list[tuple[str, ...]]:
-    """The table's cells: a row per policy, then the lower bound."""
+    """The table's cells: a row per policy, then the LP bound and each job alone."""
     cells: list[tuple[str, ...]] = []
     for name, run in comparison.runs.items():
         result, ratios = run.result, comparison.ratios(name)
         cells.append(
             (
                 name,
+                run.model,
                 _with_ratio(result.mean_jct, ratios["mean_jct"]),
                 _with_ratio(result.p95_jct, ratios["p95_jct"]),
                 _with_ratio(result.makespan, ratios["makespan"]),
@@ -102,10 +110,28 @@ def rows(comparison: "Comparison") -> list[tuple[str, ...]]:
                 _solve(run.mean_solve_seconds),
             )
         )
-    bound = comparison.lower_bound
-    bounds = (seconds(bound.mean_jct), seconds(bound.p95_jct), seconds(bound.makespan))
-    cells.append(("lower bound", *bounds, "", "", ""))
+    cells.extend(bound_rows(comparison))
     return cells
+
+
+def bound_rows(comparison: "Comparison") -> list[tuple[str, ...]]:
+    """The LP bound (mean JCT only) and each job alone, as table rows."""
+    bound, relaxed = comparison.lower_bound, comparison.lp_bound
+    alone = (seconds(bound.mean_jct), seconds(bound.p95_jct), seconds(bound.makespan))
+    lp = f"LP bound ({relaxed.slot_seconds:.0f} s slots)"
+    return [(lp, "", seconds(relaxed.mean_jct), "", "", "", "", ""),
+            ("each job alone", "", *alone, "", "", "")]  # fmt: skip
+
+
+def aligned(cells: list[tuple[str, ...]]) -> str:
+    """Rows of cells as text columns: the first left-aligned, the others right-aligned."""
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    return "\n".join(
+        "  ".join([row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+        ]).rstrip()
+        for row in cells
+    )  # fmt: skip
 
 
 def table(comparison: "Comparison") -> str:
@@ -116,16 +142,10 @@ def table(comparison: "Comparison") -> str:
         f"{len(comparison.workload)} jobs on {config.gpus} GPUs ({nodes} nodes of up to"
         f" {config.gpus_per_node}); a rescale stalls {config.restart_seconds:g} s; a decision"
         f" every {config.interval_seconds:g} s; {_declared(config.declared_work)}."
-        " (x) = ratio to the lower bound.",
+        " (x) = mean JCT over the LP bound, p95 and makespan over each job alone.",
         "",
     ]
-    cells = [COLUMNS, *rows(comparison)]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(COLUMNS))]
-    for row in cells:
-        padded = [row[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
-        ]
-        lines.append("  ".join(padded).rstrip())
+    lines.append(aligned([COLUMNS, *rows(comparison)]))
     for name, reason in comparison.rejected:
         lines.append(f"can never run (not simulated): {name}: {reason}")
     for name, run in comparison.runs.items():

@@ -102,7 +102,7 @@ def test_policies_lists_every_built_in_with_its_schema() -> None:
         "global-optimizer",
         "speedup-optimizer",
         "optimus",
-        "tiresias",
+        "least-attained-service",
         "static",
         "equal-share",
     } <= set(listing)

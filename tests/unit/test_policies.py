@@ -16,11 +16,10 @@ from autoscaler.policies.contract import (
     Snapshot,
     reporting_of,
 )
-from autoscaler.policies.global_optimizer import EXPLORING
 from autoscaler.policies.objective import Objective
 from autoscaler.policies.registry import PolicyError, build, find, installed
 from autoscaler.policies.speedup import objective_value
-from autoscaler.policies.throughput_model import ThroughputModel, curve
+from autoscaler.policies.throughput_model import EXPLORING, ThroughputModel, curve
 
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
 GPU = "nvidia.com/gpu"
@@ -29,10 +28,13 @@ BUILT_INS = {
     "speedup-optimizer",
     "speedup-greedy",
     "optimus",
-    "tiresias",
+    "least-attained-service",
     "static",
     "equal-share",
     "hpa-like",
+    "afs-l",
+    "afs-p",
+    "hesrpt",
 }
 
 
@@ -251,7 +253,7 @@ SLOW_FIT = {"half_life_seconds": 60.0}
         ("hpa-like", {"model": SLOW_FIT}, Reporting(model=ThroughputModel(**SLOW_FIT))),
         # No `reporting`: the defaults.
         ("static", {}, Reporting()),
-        ("tiresias", {}, Reporting()),
+        ("least-attained-service", {}, Reporting()),
         ("equal-share", {}, Reporting()),
     ],
 )
@@ -259,6 +261,15 @@ def test_each_built_in_states_how_its_rounds_are_scored(
     name: str, config: dict[str, Any], expected: Reporting
 ) -> None:
     assert reporting_of(build(find(name), config)) == expected
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["global-optimizer", "speedup-optimizer", "speedup-greedy", "optimus", "hpa-like",
+     "afs-l", "afs-p", "hesrpt"],
+)  # fmt: skip
+def test_every_resizing_built_in_decides_on_the_exploring_model_by_default(name: str) -> None:
+    assert find(name).config_model().model == EXPLORING
 
 
 class _Misreporting:

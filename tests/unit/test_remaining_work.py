@@ -203,13 +203,15 @@ def test_optimus_shortens_the_longest_remaining_time_first() -> None:
     assert decided["short"][0] == 1
 
 
-def test_tiresias_serves_the_least_attained_service_first_at_requested_sizes() -> None:
+def test_least_attained_service_serves_the_least_attained_service_first_at_requested_sizes() -> (
+    None
+):
     jobs = [
         job("new", replicas=1, requested_replicas=6, attained_seconds=0.0),
         job("old", replicas=6, requested_replicas=6, attained_seconds=5000.0),
         job("older", replicas=4, attained_seconds=9000.0),  # not known: its count stands in
     ]
-    decided = decide("tiresias", Snapshot(capacity={GPU: 11}, jobs=jobs))
+    decided = decide("least-attained-service", Snapshot(capacity={GPU: 11}, jobs=jobs))
     assert decided == {
         "new": (6, "LeastAttainedService"),
         "old": (1, "MoreAttainedService"),  # 5 more do not fit in the 3 left
@@ -228,9 +230,12 @@ POWERS = (1, 2, 4, 8)
         ("optimus", {}),
         ("speedup-greedy", {}),
         ("equal-share", {}),
-        ("tiresias", {}),
+        ("least-attained-service", {}),
         ("static", {}),
         ("hpa-like", {}),
+        ("afs-l", {}),
+        ("afs-p", {}),
+        ("hesrpt", {}),
     ],
 )
 def test_every_policy_keeps_to_the_allowed_counts(policy: str, config: dict[str, Any]) -> None:

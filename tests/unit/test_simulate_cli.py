@@ -59,8 +59,11 @@ def test_json_of_one_policy_on_a_tiny_workload(
     bound = data["lower_bound"]
     assert set(bound) == {"mean_jct_seconds", "p95_jct_seconds", "makespan_seconds"}
     assert figures["mean_jct_seconds"] >= bound["mean_jct_seconds"]
+    relaxed = data["lp_bound"]
+    assert bound["mean_jct_seconds"] <= relaxed["mean_jct_seconds"] <= figures["mean_jct_seconds"]
+    assert relaxed["slot_seconds"] > 0
     ratio = figures["ratio_to_lower_bound"]["mean_jct"]
-    assert ratio == pytest.approx(figures["mean_jct_seconds"] / bound["mean_jct_seconds"])
+    assert ratio == pytest.approx(figures["mean_jct_seconds"] / relaxed["mean_jct_seconds"])
     assert data["rejected"] == []
     assert "simulating [" in err  # the progress bar
     assert "100%" in err
@@ -100,7 +103,8 @@ def test_the_table_lists_every_default_policy_and_the_bound(
     count = len(DEFAULT_POLICIES)
     names = [line.split()[0] for line in lines[header + 1 : header + 1 + count]]
     assert names == list(DEFAULT_POLICIES)
-    assert lines[header + 1 + count].startswith("lower bound")
+    assert lines[header + 1 + count].startswith("LP bound (")
+    assert lines[header + 2 + count].startswith("each job alone")
     assert "x)" in lines[header + 1]  # each figure with its ratio to the bound
 
 
