@@ -3,7 +3,7 @@
 Sixty jobs of Pollux's workloads 1 and 4 (evaluation workloads: the default's settings were
 tuned on others, `benchmarks/bench_sim.py`'s `TUNING`) on 32 of its T4 GPUs, through the real
 engine, against every built-in policy that sizes jobs by their curves on the project's greedy and
-exact allocators, and `static` (`least-attained-service` and `hpa-like` trail far behind here,
+exact allocators, AFS-L, and `static` (`least-attained-service` and `hpa-like` trail far behind here,
 at 2-7x, and take longest to simulate). A change that costs the default its lead fails here
 before it reaches `make bench-sim`.
 """
@@ -23,6 +23,7 @@ RIVALS = (
     "optimus",
     "pollux-style",
     "speedup-optimizer",
+    "afs-l",
     DEFAULT_POLICY,
 )
 
