@@ -9,6 +9,7 @@ of those lines, so the figures can be checked on a table of events.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +37,28 @@ def stall(events: Sequence[Event], *, world: int, after: float) -> float | None:
     """Seconds from a change at `after` (a /scale write, a kill) to all ranks stepping at `world`."""
     done = first_full_step(events, world=world, after=after)
     return None if done is None else done - after
+
+
+def worlds_between(
+    history: Sequence[tuple[float, int]], events: Sequence[Event]
+) -> dict[str, list[int]]:
+    """For each write that added several workers (`history`: (time, count) changes), the world
+    sizes between its old and new count that stepped before the next write: a world re-formed
+    more than once."""
+    found = {}
+    changes = [*history, (math.inf, 0)]  # the last change lasts
+    for (_, before), (at, after), (until, _) in zip(
+        changes, changes[1:], changes[2:], strict=False
+    ):
+        if after - before > 1:
+            sizes = {
+                e["world"]
+                for e in events
+                if e["event"] == "step" and at < e["time"] < until and before < e["world"] < after
+            }
+            if sizes:
+                found[f"{before}->{after} at {at:.0f}"] = sorted(sizes)
+    return found
 
 
 def redone_after(events: Sequence[Event], *, after: float) -> int:

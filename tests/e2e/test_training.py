@@ -28,6 +28,7 @@ from tests.e2e.measure import (
     redone_after,
     resumed_from_latest_checkpoint,
     stall,
+    worlds_between,
 )
 from tests.e2e.training import (
     CHECKPOINT_EVERY,
@@ -191,15 +192,7 @@ def grown_by_one_write(job: TrainingJob) -> bool:
 
 def assert_one_world_per_write(job: TrainingJob) -> None:
     """Every write that added several workers formed one world: no step ran at a size between."""
-    history = job.replica_history
-    for (_, before), (at, after) in itertools.pairwise(history):
-        if after - before > 1:
-            between = {
-                e["world"]
-                for e in job.events()
-                if e["event"] == "step" and e["time"] > at and before < e["world"] < after
-            }
-            assert not between, f"{before}->{after} re-formed at {sorted(between)} first"
+    assert worlds_between(job.replica_history, job.events()) == {}
 
 
 def assert_remaining_samples_match(scenario: Scenario, job: TrainingJob, *, total: int) -> None:

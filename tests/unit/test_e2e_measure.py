@@ -12,6 +12,7 @@ from tests.e2e.measure import (
     resumed_from_latest_checkpoint,
     stall,
     summarise,
+    worlds_between,
 )
 from tests.e2e.report import misses
 
@@ -149,3 +150,21 @@ def test_the_summary_line_and_its_targets(
         assert summary.line == (
             "e2e: rescales 3, median stall 12.0 s, max stall 13.0 s, lost jobs 0, steps redone 9"
         )
+
+
+HISTORY = [(0.0, 2), (10.0, 4), (30.0, 2), (40.0, 3), (50.0, 4)]
+
+
+@pytest.mark.parametrize(
+    ("steps", "found"),
+    [
+        ([(15, 4), (45, 3), (55, 4)], {}),  # world 3 after the later 2 -> 3 write is no re-form
+        ([(12, 3), (15, 4)], {"2->4 at 10": [3]}),
+        ([(5, 3)], {}),  # before the write
+    ],
+)
+def test_worlds_between_the_sizes_of_a_multi_pod_write(
+    steps: list[tuple[float, int]], found: dict[str, list[int]]
+) -> None:
+    events = [{"event": "step", "time": time, "world": world} for time, world in steps]
+    assert worlds_between(HISTORY, events) == found
