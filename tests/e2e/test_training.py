@@ -371,7 +371,8 @@ def test_the_engine_never_spends_the_torchrun_restart_budget(scenario: Scenario)
     unset = scenario.job("unset")
     with scenario.engine():
         unset.create(
-            unset.manifest(replicas=1, low=1, high=4, max_restarts=None, total_samples=40_000)
+            # Enough work to outlast the engine's first readings: 40,000 once ended before them.
+            unset.manifest(replicas=1, low=1, high=4, max_restarts=None, total_samples=120_000)
         )
         wait_for(
             lambda: held_for_budget(scenario, "unset"),
