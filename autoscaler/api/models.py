@@ -26,6 +26,7 @@ ConditionType = Literal[
     "Failed",
     "HorizontalPodAutoscaler",
     "GangScheduled",
+    "FaultTolerance",
 ]
 
 # Markers read by the CRD generator: the schema of this field is the API server's own type.

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from autoscaler import torchrun
+from autoscaler import fault_tolerance, torchrun
 from autoscaler.api import coordinates as c
 from autoscaler.api.defaults import default_bounds
 from autoscaler.api.quantity import parse_resources
@@ -36,6 +36,8 @@ def managed_job(obj: JSON) -> ManagedJob | None:
         annotations.get(c.ANNOTATION_ALLOWED_REPLICAS), low=low, high=high
     )
     query, query_problem = throughput_query(annotations.get(c.ANNOTATION_THROUGHPUT_QUERY))
+    # torchft mode: a resize pauses the survivors about a second and spends no torchrun restart.
+    torchft = annotations.get(fault_tolerance.ANNOTATION) == fault_tolerance.TORCHFT
     return ManagedJob(
         namespace=metadata.get("namespace", ""),
         name=metadata["name"],
@@ -50,7 +52,10 @@ def managed_job(obj: JSON) -> ManagedJob | None:
         created=parse_timestamp(metadata["creationTimestamp"]),
         resources_per_replica=pod_requests(worker.get("template") or {}),
         weight=_weight(annotations),
-        max_restarts=int(policy.get("maxRestarts") or torchrun.DEFAULT_MAX_RESTARTS),
+        max_restarts=None
+        if torchft
+        else int(policy.get("maxRestarts") or torchrun.DEFAULT_MAX_RESTARTS),
+        restart_seconds=fault_tolerance.RESIZE_PAUSE_SECONDS if torchft else None,
         finished=any(
             cond.get("type") in FINISHED and cond.get("status") == "True"
             for cond in status.get("conditions") or []

@@ -9,6 +9,7 @@ import yaml
 
 from autoscaler.api import coordinates as c
 from autoscaler.api.models import JSON, PyTorchJob
+from autoscaler.controller import torchft
 from autoscaler.controller.env import pytorch_container, torchrun_env, with_env
 from autoscaler.controller.gang import GangScheduler, decorate_pod, desired_podgroup
 from autoscaler.controller.naming import (
@@ -101,8 +102,10 @@ def desired_pod(
     index: int,
     settings: PodSettings = UPSTREAM_DEFAULTS,
     gang: GangScheduler | None = None,
+    lighthouse_uid: str | None = None,
 ) -> JSON:
-    """Pod `index` of a replica type; `job` must be defaulted (see `api.default_job`)."""
+    """Pod `index` of a replica type; `job` must be defaulted (see `api.default_job`); in torchft
+    mode a worker is stamped with the uid of the lighthouse it joins."""
     spec = job.spec.pytorch_replica_specs[replica_type]
     template = copy.deepcopy(spec.template or {})
     template_meta = template.get("metadata") or {}
@@ -112,8 +115,13 @@ def desired_pod(
     }
     if is_master_role(job, replica_type=replica_type, index=index):
         labels[c.LABEL_JOB_ROLE] = "master"
-    env = torchrun_env(job, replica_type=replica_type, index=index)
-    elastic = job.spec.elastic_policy is not None
+    fault_tolerant = torchft.requested(job)
+    env = (  # torchft: no torchrun rendezvous, each worker is a replica group
+        torchft.worker_env(job, index=index)
+        if fault_tolerant
+        else torchrun_env(job, replica_type=replica_type, index=index)
+    )
+    elastic = job.spec.elastic_policy is not None and not fault_tolerant
     pod_spec = dict(template.get("spec") or {})
     pod_spec["containers"] = [
         with_env(container, env=env, elastic=elastic) for container in pod_spec["containers"]
@@ -130,8 +138,11 @@ def desired_pod(
         "labels": labels,
         "ownerReferences": [owner_reference(job)],
     }
-    if template_meta.get("annotations"):
-        metadata["annotations"] = dict(template_meta["annotations"])
+    annotations = dict(template_meta.get("annotations") or {})
+    if lighthouse_uid is not None:
+        annotations[torchft.ANNOTATION_LIGHTHOUSE_UID] = lighthouse_uid
+    if annotations:
+        metadata["annotations"] = annotations
     if template_meta.get("finalizers"):  # upstream's pod control copies them too
         metadata["finalizers"] = list(template_meta["finalizers"])
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": pod_spec}

@@ -17,6 +17,7 @@ from autoscaler.api.defaults import default_job
 from autoscaler.api.models import JSON, PyTorchJob
 from autoscaler.api.timestamps import format_timestamp, parse_timestamp
 from autoscaler.controller import conditions as cond
+from autoscaler.controller import torchft
 from autoscaler.controller.builders import (
     UPSTREAM_DEFAULTS,
     PodSettings,
@@ -156,6 +157,7 @@ class _Planner:
             self.status["conditions"] = cond.set_side_condition(
                 self.status["conditions"], None, now=self.now, type_=cond.GANG_CONDITION
             )
+        invalid = self.check_fault_tolerance()
         if cond.is_finished(self.status["conditions"]):
             self.finish()
         elif self.job.spec.run_policy.suspend:
@@ -166,9 +168,28 @@ class _Planner:
             failure = self.past_limits()
             if failure:
                 self.fail_job(failure)
-            else:
+            elif not invalid:  # held as it is until the annotation is fixed
                 self.reconcile_replicas()
         return self.done()
+
+    def check_fault_tolerance(self) -> bool:
+        """A Warning and a False `FaultTolerance` condition while the torchft settings are
+        invalid (True: invalid)."""
+        problem = torchft.problem(self.job)
+        before = self.status["conditions"]
+        new = None
+        if problem is not None:
+            message = f"{problem}; no pods are created until it is fixed"
+            new = cond.Condition(
+                type=cond.FAULT_TOLERANCE, status="False", reason="InvalidFaultTolerance",
+                message=message,
+            )
+        self.status["conditions"] = cond.set_side_condition(
+            before, new, now=self.now, type_=cond.FAULT_TOLERANCE
+        )
+        if new is not None and self.status["conditions"] != before:
+            self.event("Warning", new.reason, new.message)
+        return problem is not None
 
     def done(self) -> Plan:
         new = {key: value for key, value in self.status.items() if value not in (None, [], {})}
@@ -231,6 +252,7 @@ class _Planner:
             for pod in self.observed.pods:
                 if phase(pod) in ("Running", "Pending"):
                     self.delete_pod_and_service(pod)
+        self.delete_lighthouse()  # whatever cleanPodPolicy says: it would run forever
         self.delete_podgroup()
         if cond.has_condition(self.status["conditions"], cond.SUCCEEDED):
             for counts in (self.status.get("replicaStatuses") or {}).values():
@@ -310,17 +332,21 @@ class _Planner:
     def reconcile_replicas(self) -> None:
         if self.gang is not None and not self.reconcile_podgroup(self.gang):
             return  # upstream: no pods, services or replica statuses until the group allows
+        lighthouse = self.reconcile_lighthouse() if torchft.requested(self.job) else None
         statuses: dict[str, JSON] = {}
         for replica_type in c.REPLICA_TYPES:
             spec = self.job.spec.pytorch_replica_specs.get(replica_type)
             if spec is not None:
                 statuses[replica_type] = self.reconcile_type(
-                    replica_type, replicas=spec.replicas or 0
+                    replica_type, replicas=spec.replicas or 0, lighthouse=lighthouse
                 )
                 self.reconcile_services(replica_type, replicas=spec.replicas or 0)
         self.status.setdefault("startTime", format_timestamp(self.now))
         self.status["replicaStatuses"] = statuses
         self.update_conditions(statuses)
+        if torchft.requested(self.job):
+            lighthouses = [pod for pod in self.observed.pods if torchft.is_lighthouse(pod)]
+            statuses[torchft.STATUS_KEY] = count_replicas(lighthouses)
         if self.gang is not None:
             self.report_gang_placement()
 
@@ -378,17 +404,23 @@ class _Planner:
             self.event("Normal", "JobTerminated", "Job has been terminated. Deleting PodGroup")
             self.result.delete.append((PODGROUP_KIND, self.job.name))
 
-    def reconcile_type(self, replica_type: str, *, replicas: int) -> JSON:
+    def reconcile_type(
+        self, replica_type: str, *, replicas: int, lighthouse: str | None = None
+    ) -> JSON:
+        """`lighthouse`: in torchft mode, the uid of the job's live lighthouse (None: none yet)."""
         slots = self.slots(self.observed.pods, replica_type)
         self.note_failed(pod for pods in slots.values() for pod in pods)
-        if self.lost_rendezvous_host(replica_type, slots):
+        fault_tolerant = torchft.requested(self.job)
+        if fault_tolerant:
+            self.restart_detached_workers(slots, lighthouse=lighthouse)
+        elif self.lost_rendezvous_host(replica_type, slots):
             return self.restart_group(replica_type, slots)
         in_range: list[JSON] = []
         for index in range(max(replicas, max(slots, default=-1) + 1)):
             pods = slots.get(index, [])
             if not pods:
-                if index < replicas:
-                    self.create_pod(replica_type, index=index)
+                if index < replicas and (lighthouse is not None or not fault_tolerant):
+                    self.create_pod(replica_type, index=index, lighthouse=lighthouse)
                 continue
             if index >= replicas:  # scale-down: highest indices go; never counted as failures
                 for pod in pods:
@@ -463,6 +495,57 @@ class _Planner:
                 run = done.get("containerID") or done.get("finishedAt")
                 message = f"Pod: {where} exited with code {done.get('exitCode')}"
                 self.event("Normal", "ExitedWithCode", message, f"{meta.get('uid')}/{name}/{run}")
+
+    # -- torchft mode: the lighthouse, and the workers attached to it --------------------------
+
+    def reconcile_lighthouse(self) -> str | None:
+        """Keep one live lighthouse and its Service; its uid, once it exists. A lighthouse that
+        ended is deleted first and replaced when it is gone (the name is reused)."""
+        if not any(torchft.is_lighthouse(svc) for svc in self.observed.services):
+            self.result.create.append(torchft.desired_lighthouse_service(self.job))
+        pods = [pod for pod in self.observed.pods if torchft.is_lighthouse(pod)]
+        live = [p for p in pods if not is_terminating(p) and phase(p) in ("Pending", "Running")]
+        for pod in pods:
+            if pod not in live and not is_terminating(pod):
+                name = pod["metadata"]["name"]
+                message = f"torchft lighthouse {name} ended ({phase(pod)}): it is replaced"
+                self.event("Warning", "TorchftLighthouseLost", message)
+                self.delete(pod)
+        if live:
+            return str(live[0]["metadata"].get("uid") or "")
+        if not pods:
+            self.result.create.append(torchft.desired_lighthouse_pod(self.job))
+        return None
+
+    def restart_detached_workers(
+        self, slots: dict[int, list[JSON]], *, lighthouse: str | None
+    ) -> None:
+        """Workers of a lighthouse that is gone are restarted: torchft cannot move them to a new
+        one, so they resume from the job's checkpoint."""
+        detached = [
+            pod
+            for pods in slots.values()
+            for pod in pods
+            if not is_terminating(pod) and torchft.lighthouse_uid(pod) != lighthouse
+        ]
+        for pod in detached:
+            self.delete(pod)
+        if detached:
+            message = (
+                f"PyTorchJob {self.job.name} is restarting {len(detached)} worker(s): their "
+                "torchft lighthouse was lost."
+            )
+            self.event("Warning", cond.reason("Restarting"), message)
+            self.condition(cond.RESTARTING, "True", "Restarting", message)
+
+    def delete_lighthouse(self) -> None:
+        for pod in self.observed.pods:
+            if torchft.is_lighthouse(pod):
+                self.delete(pod)
+        for svc in self.observed.services:
+            target = ("Service", svc["metadata"]["name"])
+            if torchft.is_lighthouse(svc) and target not in self.result.delete:
+                self.result.delete.append(target)
 
     # -- upstream's abnormal-pod Warnings (v1.9 `RecordAbnormalPods`, `pkg/core/job.go`) ----------
 
@@ -590,9 +673,14 @@ class _Planner:
                 f"PyTorchJob {self.job.name} is restarting {what}",
             )
 
-    def create_pod(self, replica_type: str, *, index: int) -> None:
+    def create_pod(self, replica_type: str, *, index: int, lighthouse: str | None = None) -> None:
         pod = desired_pod(
-            self.job, replica_type=replica_type, index=index, settings=self.settings, gang=self.gang
+            self.job,
+            replica_type=replica_type,
+            index=index,
+            settings=self.settings,
+            gang=self.gang,
+            lighthouse_uid=lighthouse,
         )
         self.result.create.append(pod)
         if self.gang is not None and custom_scheduler_set(self.job, self.gang):
@@ -623,8 +711,9 @@ class _Planner:
         return {"selector": replica_selector(job_name=self.job.name, replica_type=replica_type)}
 
     def delete(self, pod: JSON) -> None:
-        if not is_terminating(pod):
-            self.result.delete.append(("Pod", pod["metadata"]["name"]))
+        target = ("Pod", pod["metadata"]["name"])
+        if not is_terminating(pod) and target not in self.result.delete:
+            self.result.delete.append(target)
 
     def delete_everything(self) -> None:
         """Every pod and every service of the job (suspend, failure, cleanPodPolicy All)."""

@@ -49,6 +49,7 @@ class ManagedJob:
     resources_per_replica: Mapping[str, float] = field(default_factory=dict)
     weight: float = 1.0
     max_restarts: int | None = None  # torchrun's restart budget per worker; None = unlimited
+    restart_seconds: float | None = None  # its own stall of one rescale; None = the engine's
     finished: bool = False
     state: str = ""  # the engine's persisted state (annotation JSON), "" when none
     uid: str = ""

@@ -250,6 +250,11 @@ class Scenario:
         self.jobs.append(TrainingJob(self.api, self.namespace, name, self.workdir))
         return self.jobs[-1]
 
+    def torchft_job(self, name: str) -> "FaultTolerantJob":
+        job = FaultTolerantJob(self.api, self.namespace, name, self.workdir)
+        self.jobs.append(job)
+        return job
+
     def engine(self, **overrides: Any) -> AbstractContextManager[ServiceProcess]:
         return running_engine(
             self.plane.kubeconfig_path,
@@ -291,4 +296,79 @@ def wait_stepping(
         timeout=timeout,
         interval=0.5,
         what=f"{job.name} to train at world size {world}",
+    )
+
+
+TORCHFT_EXAMPLE = REPO_ROOT / "examples" / "torchft"
+TORCHFT_CHECKPOINT_EVERY = 50
+
+
+class FaultTolerantJob(TrainingJob):
+    """A PyTorchJob of `examples/torchft`: each worker a torchft replica group."""
+
+    def manifest(  # type: ignore[override]
+        self,
+        *,
+        replicas: int = 1,
+        low: int = 1,
+        high: int = 4,
+        total_samples: int,
+        annotations: dict[str, str] | None = None,
+    ) -> JSON:
+        """The example manifest with this test's paths and work (as `TrainingJob.manifest`)."""
+        job: JSON = yaml.safe_load((TORCHFT_EXAMPLE / "job.yaml").read_text())
+        job["metadata"] = {
+            "name": self.name,
+            "namespace": self.namespace,
+            "annotations": {**job["metadata"]["annotations"], **(annotations or {})},
+        }
+        job["spec"]["elasticPolicy"] = {"minReplicas": low, "maxReplicas": high}
+        worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
+        worker["replicas"] = replicas
+        pod = worker["template"]["spec"]
+        pod.pop("volumes")
+        container = pod["containers"][0]
+        container.pop("volumeMounts")
+        self.checkpoint_path.parent.mkdir(parents=True, exist_ok=True)
+        ours = {
+            "--checkpoint": self.checkpoint_path,
+            "--checkpoint-every": TORCHFT_CHECKPOINT_EVERY,
+            "--events": self.events_path,
+            "--total-samples": total_samples,
+        }
+        kept = [arg for arg in container["command"][2:] if arg.split("=")[0] not in ours]
+        container["command"] = [
+            "python",
+            str(TORCHFT_EXAMPLE / "train.py"),
+            *kept,
+            *(f"{flag}={value}" for flag, value in ours.items()),
+        ]
+        return job
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.workdir / "checkpoints" / "model.pt"
+
+    def commits(self, *, after: float = 0.0) -> list[Event]:
+        return [e for e in self.events() if e["event"] == "commit" and e["time"] > after]
+
+    def groups_committing(self, *, after: float = 0.0) -> set[str]:
+        """Hosts (pods) whose process committed a participating step since `after`."""
+        return {e["host"] for e in self.commits(after=after) if e["ok"] and not e["healing"]}
+
+    def training_with(self, groups: int, *, after: float = 0.0) -> bool:
+        """A step since `after` committed with `groups` participants by every one of them."""
+        by_step: dict[int, set[str]] = {}
+        for e in self.commits(after=after):
+            if e["ok"] and not e["healing"] and e["participants"] == groups:
+                by_step.setdefault(e["step"], set()).add(e["process"])
+        return any(len(processes) == groups for processes in by_step.values())
+
+
+def wait_groups(job: FaultTolerantJob, groups: int, *, after: float = 0.0, timeout: float = 120) -> None:
+    wait_for(
+        lambda: job.training_with(groups, after=after),
+        timeout=timeout,
+        interval=0.5,
+        what=f"{job.name} to commit steps with {groups} replica groups",
     )

@@ -23,7 +23,9 @@ Limitations (a test double, not a kubelet):
 - No cluster DNS, no Service IPs: a pod's /etc/hosts (`ip netns exec` bind-mounts
   /etc/netns/<netns>/hosts over it) names the pod itself and the ready pods behind every
   headless Service of its namespace; its resolv.conf names no server, so other lookups fail
-  at once. ClusterIP Services are not routed. hostNetwork is not supported.
+  at once. No Service IPs either: a ClusterIP Service whose ports target the same port names
+  its ready pods like a headless one (what kube-proxy's forwarding amounts to for a client that
+  resolves the name per connection); others are not routed. hostNetwork is not supported.
 - Headless Service names list pods whose phase is Running (any pod with an IP if the Service
   publishes not-ready addresses), as Endpoints would without probes.
 - All Nodes of one agent share its bridge, hence one InternalIP/hostIP.
@@ -190,6 +192,15 @@ def _write_in_place(path: Path, text: str) -> None:
     with path.open("r+") as handle:
         handle.write(text)
         handle.truncate()
+
+
+def _resolvable(spec: JSON) -> bool:
+    """Headless, or a ClusterIP Service that forwards each port to the same port."""
+    if spec.get("clusterIP") == "None":
+        return True
+    if spec.get("type", "ClusterIP") != "ClusterIP" or not spec.get("selector"):
+        return False
+    return all(p.get("targetPort", p.get("port")) == p.get("port") for p in spec.get("ports") or [])
 
 
 def _selects(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
@@ -1052,7 +1063,7 @@ class NodeAgent:
         lines.append(f"{pod.ip}\t{fqdn}{pod.hostname}")
         for (namespace, name), svc in sorted(services.items()):
             spec = svc.get("spec") or {}
-            if namespace != pod.namespace or spec.get("clusterIP") != "None":
+            if namespace != pod.namespace or not _resolvable(spec):
                 continue
             names = f"{name} {name}.{namespace} {name}.{namespace}.svc {name}.{namespace}.svc.cluster.local"
             for ip in self._endpoints(spec, namespace, pods):

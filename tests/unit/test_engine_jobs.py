@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 
 from autoscaler.api import coordinates as c
+from autoscaler.fault_tolerance import ANNOTATION, RESIZE_PAUSE_SECONDS, TORCHFT
 from autoscaler.api.defaults import default_job
 from autoscaler.api.models import PyTorchJob
 from autoscaler.clients.jobs import managed_job
@@ -12,7 +13,7 @@ from autoscaler.engine.ports import ManagedJob, Owner
 
 
 def job(
-    labels: dict[str, str] | None = None, *, metadata: dict[str, str] | None = None, **policy: Any
+    labels: dict[str, str] | None = None, *, metadata: dict[str, Any] | None = None, **policy: Any
 ) -> ManagedJob:
     found = managed_job(
         {
@@ -43,6 +44,13 @@ def job(
 )
 def test_the_restart_budget_is_torchruns(policy: dict[str, Any], budget: int) -> None:
     assert job(**policy).max_restarts == budget
+
+
+def test_a_torchft_job_pauses_for_its_own_measured_time_and_has_no_torchrun_budget() -> None:
+    torchft = job(metadata={"annotations": {ANNOTATION: TORCHFT}}, maxRestarts=3)
+    assert (torchft.restart_seconds, torchft.max_restarts) == (RESIZE_PAUSE_SECONDS, None)
+    torchrun = job(maxRestarts=3)
+    assert (torchrun.restart_seconds, torchrun.max_restarts) == (None, 3)
 
 
 @pytest.mark.parametrize(

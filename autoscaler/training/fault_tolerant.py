@@ -1,0 +1,294 @@
+"""Train a job in torchft mode: resizes and lost pods never restart the surviving workers.
+
+    from autoscaler.training.fault_tolerant import FaultTolerantTraining
+
+    training = FaultTolerantTraining.from_pod(model, optimizer, batch_size=128)
+    for step in training.steps(total_samples=1_000_000):
+        inputs, labels = my_batch(step.first_sample, step.size)
+        loss_fn(training.model(inputs), labels).backward()
+    training.close()
+
+Each Worker pod is one torchft replica group (torchft 0.2.0, pytorch/torchft; install the
+`torchft` extra). Every step a quorum forms at the job's lighthouse; the gradients are averaged
+across the groups in it; the update is applied only if every participant got there
+(`should_commit`), so a failed step is applied by nobody and retried. A group that joins receives
+the live model and optimizer state from a peer and trains from the next step; a group that leaves
+is dropped by the lighthouse after its heartbeat timeout.
+
+What this helper adds to torchft's Manager:
+- set-up from the pod's environment (the operator sets it: see `autoscaler.fault_tolerance`);
+- exactly-once data: step `s` trains samples from a counter every group agrees on (healed with the
+  state), split by (participating rank, participants), so a sample is trained once and a failed
+  step's samples are trained again by the next one;
+- `batch="per-group"` (each group trains `batch_size`, the learning rate scaled by the number of
+  participants, the linear rule) or `batch="global"` (`batch_size` split across the participants,
+  gradients weighted by each group's share, the learning rate unchanged);
+- torchft's DDP wrapper with its comm hook fixed: in torchft 0.2.0 a group dying mid-step makes
+  the hook assert and every survivor crash; here a failed all-reduce hands the bucket back (the
+  step then does not commit anyway);
+- a clean stop on SIGTERM at a step boundary (exit status 143, as if the signal had killed it,
+  so the operator treats it as the retryable stop it was);
+- checkpoints from one group only (`training.checkpoint_due`), loaded by every group at start.
+"""
+
+import os
+import signal
+import socket
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch.distributed import TCPStore
+from torchft import Manager
+from torchft.checkpointing.pg_transport import PGTransport
+from torchft.optim import OptimizerWrapper
+from torchft.process_group import ProcessGroupDummy, ProcessGroupGloo
+
+from autoscaler import fault_tolerance as ft
+
+BatchMode = Literal["per-group", "global"]
+STOPPED_BY_SIGNAL = 128 + signal.SIGTERM
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step as this group trains it. `number` counts the job's committed steps before it."""
+
+    number: int
+    first_sample: int  # this group's slice of the step's samples starts here
+    size: int  # and is this long (a healing group trains a throw-away slice of the same size)
+    participants: int
+    participating: bool  # False while the group heals: its gradients count as zero
+
+
+@dataclass(frozen=True)
+class PodSettings:
+    """The pod's torchft settings, from the variables the operator sets."""
+
+    lighthouse: str
+    replica_group: str
+    min_replicas: int
+    address: str  # the pod IP: peers connect to the group's store and manager here
+    store_port: int
+    timeout: timedelta
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> "PodSettings":
+        missing = [
+            name
+            for name in (ft.ENV_LIGHTHOUSE, ft.ENV_REPLICA_GROUP, "MASTER_PORT")
+            if not env.get(name)
+        ]
+        if missing:
+            raise RuntimeError(
+                f"not a torchft pod: {', '.join(missing)} unset (the job needs the annotation "
+                f"{ft.ANNOTATION}: {ft.TORCHFT})"
+            )
+        return cls(
+            lighthouse=env[ft.ENV_LIGHTHOUSE],
+            replica_group=env[ft.ENV_REPLICA_GROUP],
+            min_replicas=int(env.get(ft.ENV_MIN_REPLICAS, "1")),
+            address=env.get(ft.ENV_POD_IP) or socket.gethostbyname(socket.gethostname()),
+            store_port=int(env["MASTER_PORT"]),
+            timeout=timedelta(seconds=float(env.get(ft.ENV_TIMEOUT, ft.DEFAULT_TIMEOUT_SECONDS))),
+        )
+
+
+def plan_step(
+    *,
+    number: int,
+    batches_committed: int,
+    rank: int | None,
+    participants: int,
+    batch_size: int,
+    batch: BatchMode,
+) -> Step:
+    """Which samples this group trains at a step (pure): `per-group` batches are numbered by
+    torchft's committed-batch counter; a `global` batch is step `number`'s, split into
+    near-equal consecutive slices."""
+    participants = max(participants, 1)
+    slot = 0 if rank is None else rank
+    if batch == "per-group":
+        first, size = (batches_committed + slot) * batch_size, batch_size
+    else:
+        base, extra = divmod(batch_size, participants)
+        first = number * batch_size + slot * base + min(slot, extra)
+        size = base + (1 if slot < extra else 0)
+    return Step(number, first, size, participants, participating=rank is not None)
+
+
+def samples_done(*, number: int, batches_committed: int, batch_size: int, batch: BatchMode) -> int:
+    """The job's samples trained in all committed steps."""
+    return (batches_committed if batch == "per-group" else number) * batch_size
+
+
+class DistributedDataParallel(torch.nn.parallel.DistributedDataParallel):
+    """torchft's DDP wrapper (a dummy process group soaks up DDP's own collectives; buckets never
+    rebuilt, so a healed group's match the others') with a comm hook that survives a failed
+    all-reduce (see the module doc); `weight` scales this group's gradients before averaging."""
+
+    def __init__(self, manager: Manager, module: torch.nn.Module) -> None:
+        super().__init__(module, process_group=ProcessGroupDummy(0, 1), find_unused_parameters=True)
+        self.manager = manager
+        self.weight = 1.0
+        self.register_comm_hook(self, _weighted_allreduce)
+
+
+# DDP checks the hook's annotations at run time: this module has no `from __future__ import annotations`.
+def _weighted_allreduce(
+    ddp: DistributedDataParallel, bucket: torch.distributed.GradBucket
+) -> torch.futures.Future[torch.Tensor]:
+    buffer = bucket.buffer()
+    if ddp.weight != 1.0:
+        buffer.mul_(ddp.weight)
+    ddp.manager.allreduce(buffer).wait()  # averages in place; a failure is recorded, not raised
+    done: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+    done.set_result(buffer)
+    return done
+
+
+class FaultTolerantTraining:
+    """A model and optimizer trained by this pod's replica group (one process per pod)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        *,
+        batch_size: int,
+        settings: PodSettings,
+        batch: BatchMode = "per-group",
+        checkpoint: Path | None = None,
+        checkpoint_every: int = 50,
+    ) -> None:
+        if batch_size < 1 or checkpoint_every < 1:
+            raise ValueError("batch_size and checkpoint_every must be positive")
+        self.batch_size, self.batch = batch_size, batch
+        self.checkpoint_path, self.checkpoint_every = checkpoint, checkpoint_every
+        self._module, self._inner = model, optimizer
+        self._base_lrs = [group["lr"] for group in optimizer.param_groups]
+        self._stop = False
+        self.store = TCPStore(
+            settings.address, settings.store_port, is_master=True, wait_for_workers=False
+        )
+        process_group = ProcessGroupGloo(timeout=settings.timeout)
+        self.manager = Manager(
+            pg=process_group,
+            load_state_dict=self._load_state,
+            state_dict=self._state,
+            min_replica_size=settings.min_replicas,
+            timeout=settings.timeout,
+            rank=0,
+            world_size=1,
+            store_addr=settings.address,
+            store_port=settings.store_port,
+            lighthouse_addr=settings.lighthouse,
+            replica_id=settings.replica_group,
+            hostname=settings.address,
+            # the HTTP transport advertises the pod's hostname, which peers cannot resolve
+            checkpoint_transport=PGTransport(
+                process_group, timeout=settings.timeout, device=torch.device("cpu")
+            ),
+        )
+        self.optimizer = OptimizerWrapper(self.manager, optimizer)
+        self.model = DistributedDataParallel(self.manager, model)
+        self.resumed_from = self._load_checkpoint()
+
+    @classmethod
+    def from_pod(
+        cls, model: torch.nn.Module, optimizer: torch.optim.Optimizer, **options: Any
+    ) -> "FaultTolerantTraining":
+        return cls(model, optimizer, settings=PodSettings.from_env(), **options)
+
+    def stop_on_sigterm(self) -> None:
+        """SIGTERM ends the loop at the next step boundary instead of killing mid-step."""
+        signal.signal(signal.SIGTERM, lambda *_: setattr(self, "_stop", True))
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop
+
+    def samples_done(self) -> int:
+        return samples_done(
+            number=self.manager.current_step(),
+            batches_committed=self.manager.batches_committed(),
+            batch_size=self.batch_size,
+            batch=self.batch,
+        )
+
+    def steps(
+        self,
+        *,
+        total_samples: int | None = None,
+        on_commit: Callable[[Step, bool], None] | None = None,
+    ) -> Iterator[Step]:
+        """Yields each step to train (forward and backward on `step`'s samples), then commits it;
+        ends when the job has trained `total_samples` or a stop was asked for."""
+        while not self._stop and (total_samples is None or self.samples_done() < total_samples):
+            self.optimizer.zero_grad()  # starts the step's quorum
+            step = plan_step(
+                number=self.manager.current_step(),
+                batches_committed=self.manager.batches_committed(),
+                rank=self.manager.participating_rank(),
+                participants=self.manager.num_participants(),
+                batch_size=self.batch_size,
+                batch=self.batch,
+            )
+            self._pace(step)
+            yield step
+            committed = self.manager.should_commit()
+            if committed:
+                self._inner.step()
+                self._save_checkpoint_if_due(step)
+            if on_commit is not None:
+                on_commit(step, committed)
+
+    def close(self) -> None:
+        """Leave the job: heartbeats stop, so the others drop this group after the timeout."""
+        self.manager.shutdown(wait=False)
+
+    def _pace(self, step: Step) -> None:
+        if self.batch == "per-group":
+            self.model.weight = 1.0
+            for group, base in zip(self._inner.param_groups, self._base_lrs, strict=True):
+                group["lr"] = base * step.participants  # linear scaling with the global batch
+        else:
+            self.model.weight = step.size * step.participants / self.batch_size
+
+    def checkpoint_due(self, step: Step) -> bool:
+        """One group (the first participant) writes the job's checkpoint every few steps."""
+        return (
+            self.checkpoint_path is not None
+            and step.participating
+            and self.manager.participating_rank() == 0
+            and (step.number + 1) % self.checkpoint_every == 0
+        )
+
+    def _save_checkpoint_if_due(self, step: Step) -> None:
+        if not self.checkpoint_due(step):
+            return
+        assert self.checkpoint_path is not None
+        state = {"user": self._state(), "torchft": self.manager.state_dict()}
+        tmp = self.checkpoint_path.with_name(f".{self.checkpoint_path.name}.{os.getpid()}.tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, self.checkpoint_path)  # atomic: a kill mid-write leaves the old one
+
+    def _load_checkpoint(self) -> int:
+        """The committed step this group starts from: the checkpoint's, else 0; a group behind
+        the quorum heals from a peer at its first step anyway."""
+        if self.checkpoint_path is None or not self.checkpoint_path.exists():
+            return 0
+        state = torch.load(self.checkpoint_path, weights_only=True)
+        self._load_state(state["user"])
+        self.manager.load_state_dict(state["torchft"])
+        return self.manager.current_step()
+
+    def _state(self) -> dict[str, Any]:
+        return {"model": self._module.state_dict(), "optim": self._inner.state_dict()}
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        self._module.load_state_dict(state["model"])
+        self._inner.load_state_dict(state["optim"])
