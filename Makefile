@@ -114,7 +114,7 @@ PIP_COMPILE := env -u PIP_FIND_LINKS CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/p
   $(if $(UPGRADE),--upgrade)
 lock: $(STAMP) ## regenerate requirements.lock, requirements-dev.lock and requirements-demo.lock, pinned with hashes (UPGRADE=1 to move)
 	$(PIP_COMPILE) --build-deps-for=wheel --output-file=requirements.lock pyproject.toml
-	$(PIP_COMPILE) --all-extras --constraint=requirements.lock \
+	$(PIP_COMPILE) --extra=sim --extra=test --extra=dev --constraint=requirements.lock \
 	  --output-file=requirements-dev.lock pyproject.toml
 	$(PIP_COMPILE) --build-deps-for=wheel --extra=sim --constraint=requirements-dev.lock \
 	  --output-file=requirements-demo.lock pyproject.toml

@@ -61,6 +61,14 @@ def add_simulate_command(commands: Any) -> None:
         " training helper would); with none, policies estimate the work left (default: all)",
     )
     simulate.add_argument(
+        "--torchft",
+        choices=["workload", "all"],
+        default="workload",
+        help="which jobs run in torchft mode (a resize pauses them briefly instead of restarting"
+        " every worker): those the workload's fault_tolerance column marks, or all; with"
+        " workload, the first policy is also run with all of them, to show the effect",
+    )
+    simulate.add_argument(
         "--check",
         action="store_true",
         help="only read and check the workload and profiles, then exit (no simulation)",
@@ -113,6 +121,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             seed=args.seed,
             noise=args.noise,
             declared_work=args.declared_work == "all",
+            torchft=args.torchft == "all",
         )
         bar = ProgressBar(sys.stderr)
         try:
@@ -123,6 +132,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                 config=config,
                 progress=bar,
                 workers=args.parallel,
+                torchft_effect=True,
             )
         finally:
             bar.close()

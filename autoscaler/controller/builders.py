@@ -124,7 +124,10 @@ def desired_pod(
     elastic = job.spec.elastic_policy is not None and not fault_tolerant
     pod_spec = dict(template.get("spec") or {})
     pod_spec["containers"] = [
-        with_env(container, env=env, elastic=elastic) for container in pod_spec["containers"]
+        with_env(
+            container, env=_not_set_by(container, env) if fault_tolerant else env, elastic=elastic
+        )
+        for container in pod_spec["containers"]
     ]
     restart = spec.restart_policy or c.DEFAULT_RESTART_POLICY
     pod_spec["restartPolicy"] = POD_RESTART_POLICY.get(restart, restart)
@@ -149,6 +152,12 @@ def desired_pod(
     if gang is None:
         return pod
     return decorate_pod(pod, job=job, gang=gang, replica_type=replica_type)
+
+
+def _not_set_by(container: JSON, env: list[JSON]) -> list[JSON]:
+    """torchft's tunables a container sets itself stay its own (a later duplicate would win)."""
+    own = {var.get("name") for var in container.get("env") or []}
+    return [var for var in env if var["name"] not in own]
 
 
 def desired_service(job: PyTorchJob, *, replica_type: str, index: int) -> JSON:

@@ -181,7 +181,9 @@ class _Planner:
         if problem is not None:
             message = f"{problem}; no pods are created until it is fixed"
             new = cond.Condition(
-                type=cond.FAULT_TOLERANCE, status="False", reason="InvalidFaultTolerance",
+                type=cond.FAULT_TOLERANCE,
+                status="False",
+                reason="InvalidFaultTolerance",
                 message=message,
             )
         self.status["conditions"] = cond.set_side_condition(

@@ -47,18 +47,28 @@ def problem(job: PyTorchJob) -> str | None:
     value = annotations.get(ft.ANNOTATION)
     if value is None:
         return None
-    if value != ft.TORCHFT:
-        return f'{ft.ANNOTATION} must be "{ft.TORCHFT}", not "{value}"'
-    if job.spec.elastic_policy is None:
-        return f"{ft.ANNOTATION} needs spec.elasticPolicy: torchft resizes elastic jobs only"
-    if job.master is not None:
-        return f"{ft.ANNOTATION} needs a job without a Master: every Worker is a replica group"
-    if procs_per_node(job) > 1:
-        return f"{ft.ANNOTATION} runs one process per pod: nprocPerNode must be 1 or unset"
-    for name in ft.TIMEOUT_ANNOTATIONS:
-        if name in annotations and not _positive_int(annotations[name]):
-            return f'{name} must be a positive number of milliseconds, not "{annotations[name]}"'
-    return None
+    bad_timeouts = [
+        f'{name} must be a positive number of milliseconds, not "{annotations[name]}"'
+        for name in ft.TIMEOUT_ANNOTATIONS
+        if name in annotations and not _positive_int(annotations[name])
+    ]
+    checks = [
+        (value != ft.TORCHFT, f'{ft.ANNOTATION} must be "{ft.TORCHFT}", not "{value}"'),
+        (
+            job.spec.elastic_policy is None,
+            f"{ft.ANNOTATION} needs spec.elasticPolicy: torchft resizes elastic jobs only",
+        ),
+        (
+            job.master is not None,
+            f"{ft.ANNOTATION} needs a job without a Master: every Worker is a replica group",
+        ),
+        (
+            procs_per_node(job) > 1,
+            f"{ft.ANNOTATION} runs one process per pod: nprocPerNode must be 1 or unset",
+        ),
+        *((True, message) for message in bad_timeouts),
+    ]
+    return next((message for failed, message in checks if failed), None)
 
 
 def _positive_int(text: str) -> bool:
@@ -129,7 +139,8 @@ def desired_lighthouse_service(job: PyTorchJob) -> JSON:
 
 def worker_env(job: PyTorchJob, *, index: int) -> list[JSON]:
     """What torchft's Manager and `autoscaler.training.fault_tolerant` read in a worker."""
-    assert job.spec.elastic_policy is not None and job.worker is not None
+    assert job.spec.elastic_policy is not None
+    assert job.worker is not None
     pod_ip = {"valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
     return [
         {"name": "PYTHONUNBUFFERED", "value": "1"},

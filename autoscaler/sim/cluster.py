@@ -75,6 +75,7 @@ class SimCluster:
             resources_per_replica={GPU: float(spec.gpus_per_replica)},
             weight=spec.weight,
             max_restarts=None,
+            restart_seconds=self._state.torchft_seconds if spec.torchft else None,
             finished=job.phase is Phase.FINISHED,
             state=job.annotation,
             total_samples=float(spec.iterations * spec.batch_size) if self.declared_work else None,

@@ -13,13 +13,14 @@ import multiprocessing
 import queue
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from multiprocessing.queues import Queue
 from pathlib import Path
 
 from autoscaler.engine.engine import Engine
 from autoscaler.policies.contract import reporting_of
+from autoscaler.policies.registry import DEFAULT_POLICY
 from autoscaler.sim import report
 from autoscaler.sim.bounds import LowerBound, workload_bound
 from autoscaler.sim.bundled import DEFAULT_CONFIG
@@ -59,6 +60,8 @@ class Comparison:
     lp_bound: LpBound  # the time-indexed relaxation: the mean JCT's yardstick
     config: SimConfig
     workload: tuple[WorkloadJob, ...]
+    # The default policy (else the first) again with every job in torchft mode.
+    torchft: PolicyRun | None = None
 
     @property
     def rejected(self) -> tuple[tuple[str, str], ...]:
@@ -144,12 +147,14 @@ def compare(
     config: SimConfig | None = None,
     progress: Progress | None = None,
     workers: int = 1,
+    torchft_effect: bool = False,
 ) -> Comparison:
     """Run every policy on the workload and compare them.
 
     `workload`/`profiles`: loaded ones, or paths (formats in `autoscaler.sim.inputs`), or None
     for the bundled default; `config` defaults to the bundled cluster (64 GPUs, 8 per node).
-    `workers` > 1 runs policies in that many processes at once. Raises `SimInputError` for bad
+    `workers` > 1 runs policies in that many processes at once; `torchft_effect`: also run the
+    default policy (else the first) with every job in torchft mode. Raises `SimInputError` for bad
     input and `PolicyError` for a policy that cannot be loaded or configured.
     """
     if profiles is None or isinstance(profiles, str | Path):
@@ -172,8 +177,18 @@ def compare(
     rejected = {job.name for job in first.jobs if job.status == "rejected"}
     bound = workload_bound(jobs, loaded, total_gpus=settings.gpus, rejected=rejected)
     relaxed = lp_bound(jobs, loaded, total_gpus=settings.gpus, rejected=frozenset(rejected))
+    torchft = None
+    if torchft_effect and not settings.torchft:
+        every = replace(settings, torchft=True)
+        default = next((c for c in choices if c.name == DEFAULT_POLICY), choices[0])
+        torchft = run_policy(default, workload=jobs, profiles=loaded, config=every)
     return Comparison(
-        runs=runs, lower_bound=bound, lp_bound=relaxed, config=settings, workload=jobs
+        runs=runs,
+        lower_bound=bound,
+        lp_bound=relaxed,
+        config=settings,
+        workload=jobs,
+        torchft=torchft,
     )
 
 

@@ -1,6 +1,6 @@
 """A comparison as a text table and as JSON."""
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from autoscaler.sim.results import JobResult
 
@@ -66,6 +66,7 @@ def to_json(comparison: "Comparison", *, jobs: bool = False) -> dict[str, object
             "slot_seconds": comparison.lp_bound.slot_seconds,
         },
         "rejected": [{"name": name, "reason": reason} for name, reason in comparison.rejected],
+        "torchft_effect": torchft_effect(comparison),
         "jobs": len(comparison.workload),
         "cluster": {
             "gpus": config.gpus,
@@ -74,6 +75,21 @@ def to_json(comparison: "Comparison", *, jobs: bool = False) -> dict[str, object
             "interval_seconds": config.interval_seconds,
             "declared_work": "all" if config.declared_work else "none",
         },
+    }
+
+
+def torchft_effect(comparison: "Comparison") -> dict[str, Any] | None:
+    """A policy's mean JCT with every job in torchft mode, and its ratio to the policy's own
+    run (None when not simulated)."""
+    if comparison.torchft is None:
+        return None
+    name = comparison.torchft.name
+    mean = comparison.torchft.result.mean_jct
+    base = comparison.runs[name].result.mean_jct
+    return {
+        "policy": name,
+        "mean_jct_seconds": mean,
+        "ratio": mean / base if mean is not None and base else None,
     }
 
 
@@ -146,6 +162,13 @@ def table(comparison: "Comparison") -> str:
         "",
     ]
     lines.append(aligned([COLUMNS, *rows(comparison)]))
+    if effect := torchft_effect(comparison):
+        ratio = "-" if effect["ratio"] is None else f"{effect['ratio']:.3f}x"
+        lines.append(
+            f"torchft mode, every job (a resize pauses {config.torchft_pause_seconds:g} s, no"
+            f" worker restarts): {effect['policy']} mean JCT {seconds(effect['mean_jct_seconds'])}"
+            f", {ratio} its run above"
+        )
     for name, reason in comparison.rejected:
         lines.append(f"can never run (not simulated): {name}: {reason}")
     for name, run in comparison.runs.items():

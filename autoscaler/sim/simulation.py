@@ -15,9 +15,10 @@ Typical use (the engine does not know it is simulated):
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from autoscaler.fault_tolerance import RESIZE_PAUSE_SECONDS
 from autoscaler.sim.cluster import SimCluster, SimThroughput
 from autoscaler.sim.errors import SimInputError
 from autoscaler.sim.profiles import Profile
@@ -40,6 +41,8 @@ class SimConfig:
     origin: datetime = datetime(2025, 1, 1, tzinfo=UTC)  # virtual time 0
     noise: float = 0.0  # relative std-dev of reported throughput
     declared_work: bool = True  # every job declares its total samples (else none does)
+    torchft: bool = False  # every job in torchft mode (else those the workload marks)
+    torchft_pause_seconds: float = RESIZE_PAUSE_SECONDS  # a torchft job's stall per resize
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -66,13 +69,18 @@ class Simulation:
         self.config = config or SimConfig()
         self.profiles = dict(profiles)
         jobs = []
-        for job in sorted(workload, key=lambda job: job.submit_time):
-            check_job(job, profiles=self.profiles, source=f"<workload job {job.name}>", line=None)
+        for given in sorted(workload, key=lambda job: job.submit_time):
+            source = f"<workload job {given.name}>"
+            check_job(given, profiles=self.profiles, source=source, line=None)
+            job = replace(given, torchft=True) if self.config.torchft else given
             jobs.append(SimJob(spec=job, rates=rate_table(job, self.profiles[job.profile])))
         if len({job.spec.name for job in jobs}) != len(jobs):
             raise SimInputError("<workload>", None, "job names must be unique")
         self.state = SimState(
-            jobs=jobs, nodes=self.config.node_sizes(), restart_seconds=self.config.restart_seconds
+            jobs=jobs,
+            nodes=self.config.node_sizes(),
+            restart_seconds=self.config.restart_seconds,
+            torchft_seconds=self.config.torchft_pause_seconds,
         )
         self.cluster = SimCluster(
             self.state,

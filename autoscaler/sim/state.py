@@ -12,6 +12,8 @@ Rules (documented once, here):
 - A running job trains with its bound pods (`active`). Every change of `active` after the start
   restarts all workers: no progress for `restart_seconds` (a change during a restart starts the
   stall again; several changes at one instant count as one rescale). The start itself is free.
+  A torchft job pauses `torchft_seconds` instead (its survivors never restart; a newcomer's own
+  start-up, a few seconds in which it does not train yet, is not modelled).
 - Lowering the spec removes the newest pods first, at once (pending pods before bound ones).
 - A job finishes when its iterations are done and releases its GPUs at that instant.
 - A job that can never run is rejected at arrival (reported, never silently dropped): its
@@ -83,12 +85,20 @@ def rate_table(job: WorkloadJob, profile: Profile) -> tuple[float, ...]:
 class SimState:
     """All jobs and nodes, at virtual time `now` (seconds since the simulation's start)."""
 
-    def __init__(self, *, jobs: list[SimJob], nodes: Sequence[int], restart_seconds: float) -> None:
+    def __init__(
+        self,
+        *,
+        jobs: list[SimJob],
+        nodes: Sequence[int],
+        restart_seconds: float,
+        torchft_seconds: float = 0.0,
+    ) -> None:
         self.jobs = jobs
         self.free = list(nodes)  # free GPUs per node
         self.total_gpus = sum(nodes)
         self.gpus_per_node = max(nodes)
         self.restart_seconds = restart_seconds
+        self.torchft_seconds = torchft_seconds  # the stall of a torchft job's resize
         self.now = 0.0
         self.by_name = {job.spec.name: job for job in jobs}
 
@@ -207,8 +217,11 @@ class SimState:
         while len(job.pods) > keep:
             self.free[job.pods.pop()] += job.spec.gpus_per_replica
 
+    def stall_seconds(self, job: SimJob) -> float:
+        return self.torchft_seconds if job.spec.torchft else self.restart_seconds
+
     def _restarted(self, job: SimJob) -> None:
         if job.last_rescale != self.now:
             job.rescales += 1
         job.last_rescale = self.now
-        job.stall_until = self.now + self.restart_seconds
+        job.stall_until = self.now + self.stall_seconds(job)

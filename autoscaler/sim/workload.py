@@ -1,8 +1,10 @@
 """Workloads: which jobs arrive when, on which profile, with what bounds.
 
 The CSV has a header naming (in any order) the columns `name,submit_time,profile,batch_size,
-iterations,min_replicas,max_replicas,replicas` and optionally `gpus_per_replica` (default 1) and
-`weight` (default 1). `submit_time` is in seconds from the start of the simulation, `batch_size` is
+iterations,min_replicas,max_replicas,replicas` and optionally `gpus_per_replica` (default 1),
+`weight` (default 1) and `fault_tolerance` (`torchft`: the job runs in torchft mode, where a
+resize pauses it `fault_tolerance.RESIZE_PAUSE_SECONDS` instead of restarting every worker;
+default empty). `submit_time` is in seconds from the start of the simulation, `batch_size` is
 the global batch (a row of the profile), `iterations` the iterations the job trains, `replicas` the
 worker count the user asked for (the job's initial spec).
 
@@ -15,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from autoscaler.fault_tolerance import TORCHFT
 from autoscaler.sim.errors import SimInputError
 from autoscaler.sim.profiles import (
     Profile,
@@ -34,7 +37,7 @@ REQUIRED = (
     "max_replicas",
     "replicas",
 )
-OPTIONAL = ("gpus_per_replica", "weight")
+OPTIONAL = ("gpus_per_replica", "weight", "fault_tolerance")
 NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
@@ -50,6 +53,7 @@ class WorkloadJob:
     replicas: int  # what the user asked for: the initial spec
     gpus_per_replica: int = 1
     weight: float = 1.0
+    torchft: bool = False  # torchft mode: a resize pauses it briefly and restarts no worker
 
 
 def _columns(fields: list[str], *, source: str) -> dict[str, int]:
@@ -76,6 +80,9 @@ def _job(row: Mapping[str, str], *, source: str, line: int) -> WorkloadJob:
     weight = parse_float(row.get("weight") or "1", what="weight", source=source, line=line)
     if weight <= 0:
         raise SimInputError(source, line, f"weight {weight:g} is not positive")
+    mode = row.get("fault_tolerance") or ""
+    if mode not in ("", TORCHFT):
+        raise SimInputError(source, line, f'fault_tolerance {mode!r} is not "{TORCHFT}" or empty')
     return WorkloadJob(
         name=name,
         submit_time=parse_float(row["submit_time"], what="submit_time", source=source, line=line),
@@ -87,6 +94,7 @@ def _job(row: Mapping[str, str], *, source: str, line: int) -> WorkloadJob:
         replicas=count("replicas"),
         gpus_per_replica=count("gpus_per_replica") if row.get("gpus_per_replica") else 1,
         weight=weight,
+        torchft=mode == TORCHFT,
     )
 
 
@@ -169,6 +177,7 @@ def format_workload(jobs: Iterable[WorkloadJob]) -> str:
             job.replicas,
             job.gpus_per_replica,
             _number(job.weight),
+            TORCHFT if job.torchft else "",
         )
         lines.append(",".join(map(str, values)))
     return "\n".join(lines) + "\n"

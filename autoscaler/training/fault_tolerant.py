@@ -35,10 +35,10 @@ import os
 import signal
 import socket
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch.distributed import TCPStore
@@ -48,20 +48,9 @@ from torchft.optim import OptimizerWrapper
 from torchft.process_group import ProcessGroupDummy, ProcessGroupGloo
 
 from autoscaler import fault_tolerance as ft
+from autoscaler.training.batches import BatchMode, Step, plan_step, samples_done
 
-BatchMode = Literal["per-group", "global"]
 STOPPED_BY_SIGNAL = 128 + signal.SIGTERM
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step as this group trains it. `number` counts the job's committed steps before it."""
-
-    number: int
-    first_sample: int  # this group's slice of the step's samples starts here
-    size: int  # and is this long (a healing group trains a throw-away slice of the same size)
-    participants: int
-    participating: bool  # False while the group heals: its gradients count as zero
 
 
 @dataclass(frozen=True)
@@ -97,47 +86,20 @@ class PodSettings:
         )
 
 
-def plan_step(
-    *,
-    number: int,
-    batches_committed: int,
-    rank: int | None,
-    participants: int,
-    batch_size: int,
-    batch: BatchMode,
-) -> Step:
-    """Which samples this group trains at a step (pure): `per-group` batches are numbered by
-    torchft's committed-batch counter; a `global` batch is step `number`'s, split into
-    near-equal consecutive slices."""
-    participants = max(participants, 1)
-    slot = 0 if rank is None else rank
-    if batch == "per-group":
-        first, size = (batches_committed + slot) * batch_size, batch_size
-    else:
-        base, extra = divmod(batch_size, participants)
-        first = number * batch_size + slot * base + min(slot, extra)
-        size = base + (1 if slot < extra else 0)
-    return Step(number, first, size, participants, participating=rank is not None)
-
-
-def samples_done(*, number: int, batches_committed: int, batch_size: int, batch: BatchMode) -> int:
-    """The job's samples trained in all committed steps."""
-    return (batches_committed if batch == "per-group" else number) * batch_size
-
-
 class DistributedDataParallel(torch.nn.parallel.DistributedDataParallel):
     """torchft's DDP wrapper (a dummy process group soaks up DDP's own collectives; buckets never
     rebuilt, so a healed group's match the others') with a comm hook that survives a failed
     all-reduce (see the module doc); `weight` scales this group's gradients before averaging."""
 
     def __init__(self, manager: Manager, module: torch.nn.Module) -> None:
-        super().__init__(module, process_group=ProcessGroupDummy(0, 1), find_unused_parameters=True)
+        dummy = ProcessGroupDummy(0, 1)
+        super().__init__(module, process_group=dummy, find_unused_parameters=True)
         self.manager = manager
         self.weight = 1.0
         self.register_comm_hook(self, _weighted_allreduce)
 
 
-# DDP checks the hook's annotations at run time: this module has no `from __future__ import annotations`.
+# DDP checks the hook's annotations at run time: no `from __future__ import annotations` here.
 def _weighted_allreduce(
     ddp: DistributedDataParallel, bucket: torch.distributed.GradBucket
 ) -> torch.futures.Future[torch.Tensor]:
@@ -226,7 +188,9 @@ class FaultTolerantTraining:
         on_commit: Callable[[Step, bool], None] | None = None,
     ) -> Iterator[Step]:
         """Yields each step to train (forward and backward on `step`'s samples), then commits it;
-        ends when the job has trained `total_samples` or a stop was asked for."""
+        ends when the job has trained `total_samples` or a stop was asked for. `on_commit` gets
+        the step and whether it committed; a committed step's `number` is then the job's number
+        of it (a group that healed during the step took the number of the group it healed from)."""
         while not self._stop and (total_samples is None or self.samples_done() < total_samples):
             self.optimizer.zero_grad()  # starts the step's quorum
             step = plan_step(
@@ -242,6 +206,7 @@ class FaultTolerantTraining:
             committed = self.manager.should_commit()
             if committed:
                 self._inner.step()
+                step = replace(step, number=self.manager.current_step() - 1)
                 self._save_checkpoint_if_due(step)
             if on_commit is not None:
                 on_commit(step, committed)
@@ -284,7 +249,7 @@ class FaultTolerantTraining:
         state = torch.load(self.checkpoint_path, weights_only=True)
         self._load_state(state["user"])
         self.manager.load_state_dict(state["torchft"])
-        return self.manager.current_step()
+        return int(self.manager.current_step())
 
     def _state(self) -> dict[str, Any]:
         return {"model": self._module.state_dict(), "optim": self._inner.state_dict()}

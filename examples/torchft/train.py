@@ -30,11 +30,8 @@ from pathlib import Path
 import torch
 
 from autoscaler.training import ThroughputReporter
-from autoscaler.training.fault_tolerant import (
-    STOPPED_BY_SIGNAL,
-    FaultTolerantTraining,
-    Step,
-)
+from autoscaler.training.batches import Step
+from autoscaler.training.fault_tolerant import STOPPED_BY_SIGNAL, FaultTolerantTraining
 
 CLASSES = 4  # the brightest of an image's four quadrants
 LEARNING_RATE = 0.01  # per group's batch (scaled by the participants)

@@ -31,6 +31,8 @@ from kubernetes import client, config
 
 from autoscaler.api import coordinates as c
 from autoscaler.clients.kube import PODS, Kube
+from tests.e2e.ft_measure import Resize as FtResize
+from tests.e2e.ft_measure import summarise as ft_summarise
 from tests.e2e.measure import Rescale, summarise
 from tests.e2e.training import Scenario
 from tests.integration.conftest import CRD_FILE, established
@@ -65,6 +67,8 @@ APISERVER_FLAGS = (
 REPORT_ENV = "AUTOSCALER_E2E_REPORT"  # where the session writes every measured rescale
 _RESCALES = pytest.StashKey[list[Rescale]]()
 _LOST = pytest.StashKey[list[str]]()
+_FT = pytest.StashKey[list[FtResize]]()
+_FT_LOST_STEPS = pytest.StashKey[list[int]]()
 
 
 def training_environment(*, timeout: float = 3600.0) -> Path:
@@ -225,6 +229,8 @@ def scenario(
         nodes=nodes,
         rescales=stash.setdefault(_RESCALES, []),
         lost_jobs=stash.setdefault(_LOST, []),
+        ft_resizes=stash.setdefault(_FT, []),
+        ft_lost_steps=stash.setdefault(_FT_LOST_STEPS, []),
     )
     yield made
     for job in made.jobs:
@@ -243,6 +249,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         path = Path(report)
         lost = session.config.stash.get(_LOST, [])
         lines = [r.to_json() for r in measured] + [f'{{"lost": {len(lost)}}}']
+        lines += [r.to_json() for r in session.config.stash.get(_FT, [])]
+        lines.append(f'{{"ft_lost_steps": {sum(session.config.stash.get(_FT_LOST_STEPS, []))}}}')
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(lines) + "\n")
 
@@ -258,4 +266,15 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             )
         summary = summarise(measured, lost_jobs=len(config.stash.get(_LOST, [])))
         for line in (summary.scale_up_line, summary.node_lost_line, summary.line):
+            terminalreporter.write_line(line)
+    ft_measured = config.stash.get(_FT, None)
+    if ft_measured:
+        terminalreporter.section("elastic training, torchft mode")
+        for resize in ft_measured:
+            terminalreporter.write_line(
+                f"{resize.job}: {resize.cause} paused the survivors {resize.pause_seconds:.1f} s"
+            )
+        lost_steps = sum(config.stash.get(_FT_LOST_STEPS, []))
+        ft_summary = ft_summarise(ft_measured, lost_steps=lost_steps)
+        for line in (ft_summary.line, ft_summary.newcomer_line, ft_summary.lighthouse_line):
             terminalreporter.write_line(line)

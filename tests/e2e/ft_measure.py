@@ -91,9 +91,9 @@ def newcomers_first_commit(
 
 
 def lost_steps(events: Sequence[Event]) -> list[int]:
-    """Step numbers below the newest committed one that no process committed."""
+    """Step numbers between the first and the newest committed that no process committed."""
     steps = {e["step"] for e in committed(events)}
-    return sorted(set(range(max(steps, default=-1) + 1)) - steps) if steps else []
+    return sorted(set(range(min(steps), max(steps) + 1)) - steps) if steps else []
 
 
 def applied_twice(events: Sequence[Event]) -> list[str]:
@@ -108,6 +108,18 @@ def applied_twice(events: Sequence[Event]) -> list[str]:
         if samples.setdefault(step, e["samples"]) != e["samples"]:
             found.append(f"step {step} ended at {e['samples']} and {samples[step]} samples")
     return found
+
+
+def generations(events: Sequence[Event], *, restarted_at: float | None) -> list[list[Event]]:
+    """The events of the processes started before `restarted_at` and of those started after
+    (all of them as one when None)."""
+    if restarted_at is None:
+        return [list(events)]
+    late = {e["process"] for e in events if e["event"] == "start" and e["time"] > restarted_at}
+    return [
+        [e for e in events if e["process"] not in late],
+        [e for e in events if e["process"] in late],
+    ]
 
 
 def diverged(events: Sequence[Event]) -> list[int]:

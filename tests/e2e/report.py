@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from tests.e2e import ft_measure
 from tests.e2e.measure import Rescale, Summary, summarise
 from tests.e2e.training import CHECKPOINT_EVERY
 
@@ -14,18 +15,26 @@ TARGET_MEDIAN_STALL = 16.0
 TARGET_MAX_STALL = 30.0
 # Several pods added by one write re-form the world once, as one pod does.
 TARGET_MULTI_POD_RATIO = 1.3
+# torchft mode: no survivor restarts, no step lost, survivors pause about a heartbeat timeout.
+TARGET_FT_MEDIAN_PAUSE = 2.0
+TARGET_FT_MAX_PAUSE = 6.0
 
 
-def read(path: Path) -> Summary:
-    """The run's figures; a run that wrote no report (it ended before any scenario) has none."""
-    rescales, lost = [], 0
+def read(path: Path) -> tuple[Summary, ft_measure.Summary]:
+    """The run's figures, torchrun's and torchft mode's; a run that wrote no report (it ended
+    before any scenario) has none."""
+    rescales, lost, resizes, lost_steps = [], 0, [], 0
     for line in path.read_text().splitlines() if path.exists() else []:
         record = json.loads(line)
         if "lost" in record:
             lost = int(record["lost"])
+        elif "ft_lost_steps" in record:
+            lost_steps = int(record["ft_lost_steps"])
+        elif record.get("kind") == ft_measure.KIND:
+            resizes.append(ft_measure.Resize(**record))
         else:
             rescales.append(Rescale(**record))
-    return summarise(rescales, lost_jobs=lost)
+    return summarise(rescales, lost_jobs=lost), ft_measure.summarise(resizes, lost_steps=lost_steps)
 
 
 def misses(summary: Summary) -> list[str]:
@@ -51,14 +60,33 @@ def misses(summary: Summary) -> list[str]:
     return [message for ok, message in checks if not ok]
 
 
+def ft_misses(summary: ft_measure.Summary) -> list[str]:
+    """torchft mode's targets this run missed, each with its figure."""
+    checks = [
+        (summary.resizes > 0, "no torchft resize was measured"),
+        (summary.survivor_restarts == 0, "a torchft survivor restarted"),
+        (summary.lost_steps == 0, "a torchft step was lost"),
+        (
+            summary.median_pause <= TARGET_FT_MEDIAN_PAUSE,
+            f"torchft median pause > {TARGET_FT_MEDIAN_PAUSE} s",
+        ),
+        (summary.max_pause <= TARGET_FT_MAX_PAUSE, f"torchft max pause > {TARGET_FT_MAX_PAUSE} s"),
+        (bool(summary.lighthouse), "the torchft lighthouse loss was not measured"),
+    ]
+    return [message for ok, message in checks if not ok]
+
+
 def main(argv: list[str]) -> int:
-    summary = read(Path(argv[0]))
-    missed = misses(summary)
+    summary, ft_summary = read(Path(argv[0]))
+    missed = misses(summary) + ft_misses(ft_summary)
     for message in missed:
         print(f"target missed: {message}", file=sys.stderr)
     print(summary.scale_up_line)
     print(summary.node_lost_line)
     print(summary.line)
+    print(ft_summary.line)
+    print(ft_summary.newcomer_line)
+    print(ft_summary.lighthouse_line)
     return 1 if missed else 0
 
 

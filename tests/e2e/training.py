@@ -19,6 +19,7 @@ from kubernetes import client
 
 from autoscaler.api import coordinates as c
 from autoscaler.clients.kube import JOBS, Kube
+from tests.e2e.ft_measure import Resize as FtResize
 from tests.e2e.measure import Event, Rescale, first_full_step
 from tests.support.controlplane import REPO_ROOT, ControlPlane
 from tests.support.engine_process import ServiceProcess, engine_config, engine_process
@@ -243,6 +244,8 @@ class Scenario:
     nodes: Callable[..., NodeAgent]
     rescales: list[Rescale]  # every scenario's, for the session's summary line
     lost_jobs: list[str]
+    ft_resizes: list[FtResize] = field(default_factory=list)  # torchft mode's, likewise
+    ft_lost_steps: list[int] = field(default_factory=list)  # per torchft job
 
     jobs: list[TrainingJob] = field(default_factory=list)
 
@@ -250,7 +253,7 @@ class Scenario:
         self.jobs.append(TrainingJob(self.api, self.namespace, name, self.workdir))
         return self.jobs[-1]
 
-    def torchft_job(self, name: str) -> "FaultTolerantJob":
+    def torchft_job(self, name: str) -> FaultTolerantJob:
         job = FaultTolerantJob(self.api, self.namespace, name, self.workdir)
         self.jobs.append(job)
         return job
@@ -352,20 +355,24 @@ class FaultTolerantJob(TrainingJob):
     def commits(self, *, after: float = 0.0) -> list[Event]:
         return [e for e in self.events() if e["event"] == "commit" and e["time"] > after]
 
-    def groups_committing(self, *, after: float = 0.0) -> set[str]:
-        """Hosts (pods) whose process committed a participating step since `after`."""
-        return {e["host"] for e in self.commits(after=after) if e["ok"] and not e["healing"]}
-
-    def training_with(self, groups: int, *, after: float = 0.0) -> bool:
-        """A step since `after` committed with `groups` participants by every one of them."""
+    def training_with(self, groups: int, *, after: float = 0.0, restarted: bool = False) -> bool:
+        """A step since `after` committed with `groups` participants by every one of them
+        (`restarted`: processes started after `after`)."""
+        started = {
+            e["process"] for e in self.events() if e["event"] == "start" and e["time"] > after
+        }
         by_step: dict[int, set[str]] = {}
         for e in self.commits(after=after):
+            if restarted and e["process"] not in started:
+                continue
             if e["ok"] and not e["healing"] and e["participants"] == groups:
                 by_step.setdefault(e["step"], set()).add(e["process"])
         return any(len(processes) == groups for processes in by_step.values())
 
 
-def wait_groups(job: FaultTolerantJob, groups: int, *, after: float = 0.0, timeout: float = 120) -> None:
+def wait_groups(
+    job: FaultTolerantJob, groups: int, *, after: float = 0.0, timeout: float = 120
+) -> None:
     wait_for(
         lambda: job.training_with(groups, after=after),
         timeout=timeout,

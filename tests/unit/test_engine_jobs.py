@@ -5,11 +5,11 @@ from typing import Any
 import pytest
 
 from autoscaler.api import coordinates as c
-from autoscaler.fault_tolerance import ANNOTATION, RESIZE_PAUSE_SECONDS, TORCHFT
 from autoscaler.api.defaults import default_job
 from autoscaler.api.models import PyTorchJob
 from autoscaler.clients.jobs import managed_job
 from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.fault_tolerance import ANNOTATION, RESIZE_PAUSE_SECONDS, TORCHFT
 
 
 def job(

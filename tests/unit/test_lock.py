@@ -18,12 +18,13 @@ REPO = Path(__file__).resolve().parents[2]
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
 IMAGE, DEV, DEMO = "requirements.lock", "requirements-dev.lock", "requirements-demo.lock"
 EXTRAS = {IMAGE: (), DEV: ("sim", "test", "dev"), DEMO: ("sim",)}
+TRAINING_EXTRAS = ("torchft",)  # training images' (they pull torch): pinned by testenv/torch.sh
 
 
 def declared(lock: str) -> list[Requirement]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    assert set(EXTRAS[DEV]) == set(extras)  # every extra is in the dev lock
+    assert set(EXTRAS[DEV]) == set(extras) - set(TRAINING_EXTRAS)  # the others: the dev lock
     texts = [*project["dependencies"], *(text for extra in EXTRAS[lock] for text in extras[extra])]
     return [Requirement(text) for text in texts]
 
@@ -121,3 +122,11 @@ def test_every_pin_carries_hashes(lock: str) -> None:
     pinned = [entry for entry in entries if PIN.match(entry)]
     assert len(pinned) == len(locked(lock))
     assert all("--hash=sha256:" in entry for entry in pinned)
+
+
+def test_the_training_environment_pins_the_torchft_extra() -> None:
+    """What testenv/torch.sh installs for the torchft scenarios is what the extra asks for."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    (wanted,) = project["optional-dependencies"]["torchft"]
+    script = (REPO / "testenv" / "torch.sh").read_text()
+    assert re.search(rf"\b{re.escape(wanted)}\b", script), wanted

@@ -2,6 +2,7 @@
 
 import io
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -214,3 +215,24 @@ def test_the_bundled_default_is_the_api_default() -> None:
     assert comparison.config.gpus == 64
     assert len(comparison.workload) == 6
     assert math.isfinite(comparison.runs["static"].result.makespan)
+
+
+def test_the_torchft_effect_is_the_default_policy_run_again_in_torchft_mode() -> None:
+    policies = ["static", "global-optimizer"]
+    plain = compare(workload=JOBS, profiles=PROFILES, policies=policies, config=CONFIG)
+    assert plain.torchft is None
+    assert plain.to_json()["torchft_effect"] is None
+    both = compare(
+        workload=JOBS, profiles=PROFILES, policies=policies, config=CONFIG, torchft_effect=True
+    )
+    assert both.torchft is not None
+    assert both.torchft.name == "global-optimizer"
+    every = compare(
+        workload=JOBS,
+        profiles=PROFILES,
+        policies=["global-optimizer"],
+        config=replace(CONFIG, torchft=True),
+    )
+    effect = both.to_json()["torchft_effect"]
+    assert effect["mean_jct_seconds"] == every.runs["global-optimizer"].result.mean_jct  # type: ignore[index]
+    assert "torchft mode, every job" in both.table()

@@ -1,6 +1,7 @@
 """The discrete-event loop: exact progress, restart stalls, rounds, metrics, lower bounds, engine."""
 
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -100,6 +101,19 @@ def test_a_rescale_during_a_restart_starts_the_stall_again() -> None:
 def test_restart_seconds_is_configurable() -> None:
     _, result = run([job("a", iterations=1000)], {60.0: {"a": 8}}, restart_seconds=8.0)
     assert only(result).finish == pytest.approx(68.0 + 760 / 8)
+
+
+@pytest.mark.parametrize(
+    ("marked", "every", "stall"),
+    [(False, False, 30.0), (True, False, 2.0), (False, True, 2.0)],
+    ids=["torchrun", "torchft-marked", "torchft-all"],
+)
+def test_a_torchft_jobs_resize_pauses_it_for_the_torchft_stall(
+    marked: bool, every: bool, stall: float
+) -> None:
+    spec = replace(job("a", iterations=1000), torchft=marked)
+    _, result = run([spec], {60.0: {"a": 8}}, torchft=every, torchft_pause_seconds=2.0)  # type: ignore[arg-type]
+    assert only(result).finish == pytest.approx(60.0 + stall + 760 / 8)
 
 
 def test_rounds_run_on_the_interval_grid_only_while_jobs_are_live() -> None:

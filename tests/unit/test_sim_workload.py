@@ -39,6 +39,17 @@ def test_a_good_workload_loads_sorted_by_submit_time(tmp_path: Path) -> None:
     assert parse_workload(format_workload(jobs), source="again", profiles=PROFILES) == jobs
 
 
+def test_a_job_may_run_in_torchft_mode() -> None:
+    text = f"{HEADER},fault_tolerance\na,0,toy,64,5,1,2,1,torchft\nb,0,toy,64,5,1,2,1,\n"
+    jobs = parse_workload(text, source="w.csv", profiles=PROFILES)
+    assert [job.torchft for job in jobs] == [True, False]
+    assert parse_workload(format_workload(jobs), source="again", profiles=PROFILES) == jobs
+    with pytest.raises(SimInputError, match="fault_tolerance 'yes' is not \"torchft\" or empty"):
+        parse_workload(
+            f"{HEADER},fault_tolerance\na,0,toy,64,5,1,2,1,yes\n", source="w", profiles=None
+        )
+
+
 def test_columns_may_come_in_any_order() -> None:
     text = "replicas,name,profile,batch_size,iterations,min_replicas,max_replicas,submit_time\n2,a,toy,64,5,1,2,0\n"
     (job,) = parse_workload(text, source="w.csv", profiles=PROFILES)

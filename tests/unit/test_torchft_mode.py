@@ -106,9 +106,7 @@ def test_a_failed_worker_is_replaced_alone() -> None:
             [("Pod", "j-lighthouse"), ("Pod", "j-worker-0"), ("Pod", "j-worker-1")],
             id="lighthouse-failed",
         ),
-        pytest.param(
-            [], [("Pod", "j-worker-0"), ("Pod", "j-worker-1")], id="lighthouse-deleted"
-        ),
+        pytest.param([], [("Pod", "j-worker-0"), ("Pod", "j-worker-1")], id="lighthouse-deleted"),
         pytest.param(
             [lighthouse(uid="lighthouse-uid-2")],
             [("Pod", "j-worker-0"), ("Pod", "j-worker-1")],
@@ -150,9 +148,7 @@ def test_a_finished_job_removes_its_lighthouse_whatever_the_clean_pod_policy(
 
 def test_suspending_removes_the_lighthouse_too() -> None:
     manifest = ft_job(run_policy={"suspend": True})
-    observed = Observed(
-        pods=[lighthouse(), worker(0)], services=[lighthouse_service(), service(0)]
-    )
+    observed = Observed(pods=[lighthouse(), worker(0)], services=[lighthouse_service(), service(0)])
     result = plan(manifest, observed, now=NOW)
     assert ("Pod", "j-lighthouse") in result.delete
     assert ("Service", "j-lighthouse") in result.delete
@@ -177,7 +173,8 @@ def test_invalid_fault_tolerance_is_a_condition_and_a_warning_and_creates_nothin
     result = plan(manifest, Observed(), now=NOW)
     assert [obj["kind"] for obj in result.create] == []
     warnings = [e for e in result.events if e.reason == "InvalidFaultTolerance"]
-    assert len(warnings) == 1 and message in warnings[0].message
+    assert len(warnings) == 1
+    assert message in warnings[0].message
     assert result.status is not None
     (cond,) = [c for c in result.status["conditions"] if c["type"] == FAULT_TOLERANCE]
     assert (cond["status"], cond["reason"]) == ("False", "InvalidFaultTolerance")
@@ -240,3 +237,13 @@ def test_the_lighthouse_runs_the_worker_image_with_the_jobs_minimum_and_timeouts
     assert pod_json["spec"]["nodeSelector"] == {"pool": "train"}
     assert pod_json["spec"]["restartPolicy"] == "Never"
     assert pod_json["metadata"]["ownerReferences"][0]["uid"] == UID
+
+
+def test_a_worker_keeps_the_torchft_timeout_its_template_sets() -> None:
+    manifest = ft_job()
+    container = manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    container["containers"][0]["env"] = [{"name": "TORCHFT_TIMEOUT_SEC", "value": "30"}]
+    pod_json = desired_pod(parsed(manifest), replica_type="Worker", index=0)
+    (container_json,) = pod_json["spec"]["containers"]
+    timeouts = [var for var in container_json["env"] if var["name"] == "TORCHFT_TIMEOUT_SEC"]
+    assert timeouts == [{"name": "TORCHFT_TIMEOUT_SEC", "value": "30"}]
