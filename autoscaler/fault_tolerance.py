@@ -19,9 +19,9 @@ ANNOTATION_QUORUM_TICK: Final = "elastic-autoscaler.io/torchft-quorum-tick-ms"
 
 LIGHTHOUSE_PORT: Final = 29510  # torchft_lighthouse's default bind port
 LIGHTHOUSE_COMMAND: Final = "torchft_lighthouse"  # a console script of the torchft wheel
-# A group gone silent is dropped after this: torchft's 5,000 ms default costs survivors 5 s per
-# leave; 2,000 ms cost 2.0-2.2 s and no false drop under a load average of 8 on 2 cores.
-DEFAULT_HEARTBEAT_TIMEOUT_MS: Final = 2000
+# A group gone silent is dropped after this, what survivors pay for every leave: torchft's
+# 5,000 ms default costs 5 s; `make e2e`'s leaves cost about this plus 0.3-0.8 s.
+DEFAULT_HEARTBEAT_TIMEOUT_MS: Final = 1000
 # How long a quorum that lost a member waits for the rest: a leave from 3 to 2 groups cost 0.6 s
 # at 500 ms, where torchft's 60,000 ms default waits a minute.
 DEFAULT_JOIN_TIMEOUT_MS: Final = 500
@@ -48,9 +48,8 @@ ENV_TIMEOUT: Final = "TORCHFT_TIMEOUT_SEC"
 DEFAULT_TIMEOUT_SECONDS: Final = 4
 
 # A resize of a torchft job, as the engine prices it: survivors' longest gap between committed
-# steps, the median of `make e2e`'s torchft scenarios (a join costs ~0.3 s, a leave the heartbeat
-# timeout).
-RESIZE_PAUSE_SECONDS: Final = 2.0
+# steps, the median of `make e2e`'s torchft scenarios.
+RESIZE_PAUSE_SECONDS: Final = 1.5
 
 
 def lighthouse_name(job_name: str) -> str:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the training environment the process node agent runs pod containers with: a virtualenv
-# holding CPU-usable PyTorch and the training helper's one dependency, cached outside the
+# holding CPU-usable PyTorch, the training helper's one dependency and torchft, cached outside the
 # repository and keyed by the versions, like the Kubernetes binaries. A cache hit installs nothing.
 # The package registry serves only torch's CUDA build for Linux x86_64 (the CPU-only wheels live on
 # PyTorch's own index, which is not reachable here); it runs on CPU with gloo, it is just large.

@@ -201,10 +201,11 @@ class FaultTolerantTraining:
                 batch_size=self.batch_size,
                 batch=self.batch,
             )
-            self._pace(step)
+            self._weigh(step)
             yield step
-            committed = self.manager.should_commit()
+            committed = self.manager.should_commit()  # a healing group loads its state here
             if committed:
+                self._pace(step)
                 self._inner.step()
                 step = replace(step, number=self.manager.current_step() - 1)
                 self._save_checkpoint_if_due(step)
@@ -215,13 +216,17 @@ class FaultTolerantTraining:
         """Leave the job: heartbeats stop, so the others drop this group after the timeout."""
         self.manager.shutdown(wait=False)
 
-    def _pace(self, step: Step) -> None:
-        if self.batch == "per-group":
-            self.model.weight = 1.0
-            for group, base in zip(self._inner.param_groups, self._base_lrs, strict=True):
-                group["lr"] = base * step.participants  # linear scaling with the global batch
-        else:
+    def _weigh(self, step: Step) -> None:
+        """`global` batches: this group's share of the step's samples weighs its gradients."""
+        if self.batch == "global":
             self.model.weight = step.size * step.participants / self.batch_size
+
+    def _pace(self, step: Step) -> None:
+        """`per-group` batches: the learning rate follows the global batch (the linear rule).
+        Set after the commit: a healing group's loaded optimizer state carries its sender's."""
+        if self.batch == "per-group":
+            for group, base in zip(self._inner.param_groups, self._base_lrs, strict=True):
+                group["lr"] = base * step.participants
 
     def checkpoint_due(self, step: Step) -> bool:
         """One group (the first participant) writes the job's checkpoint every few steps."""

@@ -945,3 +945,69 @@ def test_an_operator_for_one_namespace_sees_only_its_jobs(
             kube.api.close()
     finally:
         cluster.core.delete_namespace(other)
+
+
+def torchft_job(name: str, *, replicas: int = 2) -> JSON:
+    job = elastic_job(name, replicas=replicas)
+    job["metadata"]["annotations"] = {"elastic-autoscaler.io/fault-tolerance": "torchft"}
+    return job
+
+
+def test_a_torchft_job_gets_its_lighthouse_and_restarts_only_what_it_must(
+    cluster: Cluster,
+) -> None:
+    """The lighthouse Pod and Service first, workers stamped with its uid and counted in status;
+    worker-0 lost: only it is replaced; the lighthouse lost: a new one, and every worker
+    restarted on it."""
+    cluster.create(torchft_job("ft", replicas=3))
+    pods = cluster.wait_pods("ft", {"ft-lighthouse", *names("ft", "worker", 3)})
+    assert "ft-lighthouse" in cluster.services("ft")
+    beacon = pods["ft-lighthouse"]["metadata"]["uid"]
+    stamp = "elastic-autoscaler.io/torchft-lighthouse-uid"
+    assert {pods[n]["metadata"]["annotations"][stamp] for n in names("ft", "worker", 3)} == {beacon}
+    assert "PET_RDZV_ENDPOINT" not in env_of(pods["ft-worker-0"])
+    cluster.run_all("ft")
+    cluster.wait_condition("ft", ("Running", "True"))
+    wait_for(
+        lambda: cluster.job("ft")["status"]["replicaStatuses"].get("Lighthouse") == {"active": 1},
+        what="the lighthouse counted in status",
+    )
+    uids = {name: pod["metadata"]["uid"] for name, pod in cluster.pods("ft").items()}
+    cluster.set_phase("ft-worker-0", "Failed", **failed_with(1))
+    wait_for(
+        lambda: (
+            cluster.pods("ft").get("ft-worker-0", {}).get("metadata", {}).get("uid")
+            not in (None, uids["ft-worker-0"])
+        ),
+        what="worker-0 replaced",
+    )
+    kept = cluster.pods("ft")
+    assert all(kept[n]["metadata"]["uid"] == uids[n] for n in ("ft-worker-1", "ft-worker-2"))
+
+    cluster.set_phase("ft-lighthouse", "Failed", **failed_with(137))
+
+    def restarted_on_a_new_lighthouse() -> bool:
+        now = cluster.pods("ft")
+        new = now.get("ft-lighthouse", {}).get("metadata", {}).get("uid")
+        workers = [now.get(n, {}).get("metadata", {}) for n in names("ft", "worker", 3)]
+        return new not in (None, beacon) and all(
+            w.get("annotations", {}).get(stamp) == new for w in workers
+        )
+
+    wait_for(restarted_on_a_new_lighthouse, what="a new lighthouse and every worker on it")
+    wait_for(lambda: "TorchftLighthouseLost" in cluster.events("ft"), what="the lighthouse Event")
+
+
+def test_an_invalid_torchft_job_gets_a_condition_and_an_event_and_no_pods(
+    cluster: Cluster, operator: Operator
+) -> None:
+    job = torchft_job("ft-bad")
+    job["spec"]["nprocPerNode"] = "2"
+    cluster.create(job)
+    wait_for(
+        lambda: ("FaultTolerance", "False") in cluster.conditions("ft-bad"),
+        what="the FaultTolerance condition",
+    )
+    wait_for(lambda: "InvalidFaultTolerance" in cluster.events("ft-bad"), what="the Warning")
+    passes_later(operator, 2)
+    assert cluster.pods("ft-bad") == {}
