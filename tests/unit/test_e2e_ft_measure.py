@@ -3,6 +3,7 @@
 from typing import Any
 
 from tests.e2e import ft_measure as m
+from tests.e2e.report import ft_misses
 
 Event = dict[str, Any]
 
@@ -117,3 +118,22 @@ def test_the_summary_line_keeps_the_lighthouse_apart() -> None:
     assert summary.lighthouse_line == (
         "e2e-ft lighthouse lost: training again after 30.0 s, 40 steps redone, every worker restarted"
     )
+
+
+def test_the_torchft_targets_are_held_and_a_miss_is_named() -> None:
+    met = [
+        m.Resize(job="j", cause="kill worker-0", pause_seconds=1.5, survivor_restarts=0),
+        m.Resize(job="j", cause=m.LIGHTHOUSE_LOST, pause_seconds=30.0, survivor_restarts=2),
+    ]
+    assert ft_misses(m.summarise(met, lost_steps=0)) == []
+    slow = [*met, m.Resize(job="j", cause="node lost", pause_seconds=7.0, survivor_restarts=1)]
+    assert ft_misses(m.summarise(slow, lost_steps=3)) == [
+        "a torchft survivor restarted",
+        "a torchft step was lost",
+        "torchft median pause > 2.0 s",
+        "torchft max pause > 6.0 s",
+    ]
+    assert ft_misses(m.summarise([], lost_steps=0)) == [
+        "no torchft resize was measured",
+        "the torchft lighthouse loss was not measured",
+    ]

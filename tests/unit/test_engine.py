@@ -15,6 +15,7 @@ from autoscaler.engine.engine import Engine
 from autoscaler.engine.policy_runner import RunResult
 from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
 from autoscaler.engine.report import RoundReport
+from autoscaler.engine.snapshot import job_snapshot
 from autoscaler.engine.state import HISTORY, JobState
 from autoscaler.observability.decision_log import DecisionLog, read_decision_log
 from autoscaler.observability.engine_metrics import engine_metrics
@@ -653,3 +654,12 @@ def test_a_first_rescale_whose_state_save_was_lost_is_counted_by_the_next_leader
     assert (state.replicas, state.rescales) == (grown, 1)
     assert state.last_decision is not None
     assert state.last_decision.reason == "RescaleCooldown"
+
+
+@pytest.mark.parametrize(("own", "seen"), [(None, 15.0), (1.5, 1.5)], ids=["torchrun", "torchft"])
+def test_a_policy_sees_a_jobs_own_rescale_stall_else_the_engines(
+    own: float | None, seen: float
+) -> None:
+    job = dataclasses.replace(make_job("a"), restart_seconds=own, max_restarts=None)
+    view = job_snapshot(job, JobState(), now=START, restart_seconds=15.0)
+    assert (view.restart_seconds, view.restarts_remaining) == (seen, None)
