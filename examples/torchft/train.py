@@ -44,6 +44,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--checkpoint-every", type=int, default=50, help="steps")
     parser.add_argument("--total-samples", type=int, default=200_000, help="the job's work")
     parser.add_argument("--batch-size", type=int, default=128, help="samples per group per step")
+    parser.add_argument(
+        "--batch",
+        choices=["per-group", "global"],
+        default="per-group",
+        help="per-group: each group trains --batch-size (the learning rate scaled by the groups);"
+        " global: --batch-size split across the groups (the learning rate kept)",
+    )
     parser.add_argument("--metrics-port", type=int, default=9400)
     parser.add_argument("--events", type=Path, default=None)
     parser.add_argument("--hash-every", type=int, default=10, help="steps")
@@ -103,6 +110,7 @@ def main() -> int:
         model,
         optimizer,
         batch_size=args.batch_size,
+        batch=args.batch,
         checkpoint=args.checkpoint,
         checkpoint_every=args.checkpoint_every,
     )
