@@ -337,7 +337,9 @@ def upstream_run(args: argparse.Namespace, res: Results) -> dict[str, Any]:
             log = audit.AuditLog(
                 workdir / "audit" / "audit.log", agent=UPSTREAM_AGENT, namespace=OPERATOR_NS
             )
-            return create_and_count(user, admin, log, args, res)
+            out = create_and_count(user, admin, log, args, res)
+            out["events_recorded"] = events_recorded(manager.log)
+            return out
         finally:
             manager.stop()
     finally:
@@ -346,6 +348,13 @@ def upstream_run(args: argparse.Namespace, res: Results) -> dict[str, Any]:
         plane.stop(remove_workdir=not args.keep)
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)  # the audit log and the manager's log
+
+
+def events_recorded(log: Path) -> int:
+    """The Events upstream's manager recorded: its event recorder logs each one (zap's development
+    mode, upstream's default), whether or not its sink then writes it."""
+    with log.open(errors="replace") as lines:
+        return sum("\tevents\t" in line for line in lines)
 
 
 def create_and_count(
@@ -535,6 +544,11 @@ def print_writes(run: dict[str, Any], up: dict[str, Any], args: argparse.Namespa
     for who, counts in (("ours", run["audited_writes"]), ("upstream", up["writes"])):
         for (verb, resource), count in sorted(counts.items(), key=lambda kv: -kv[1]):
             print(f"  {who:8} {verb:7} {resource:28} {count / args.jobs:6.2f}")
+    written = sum(n for (verb, resource), n in up["writes"].items() if resource == "events")
+    print(
+        f"  upstream's recorder logged {up['events_recorded'] / args.jobs:.2f} Events per job and "
+        f"wrote {written / args.jobs:.2f}"
+    )
     print()
 
 
