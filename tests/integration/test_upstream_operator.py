@@ -64,7 +64,7 @@ DOCUMENTED = {
     r"^lifecycle ttlSecondsAfterFinished / events: \.Normal/SuccessfulDeletePod$": (
         "it records on a job it deletes at the end of its TTL"
     ),
-    r"^lifecycle scale up and down through /scale / events: \.Warning/FailedCreateService$": (
+    r"^lifecycle .* / events: \.Warning/FailedCreate(Pod|Service)$": (
         "once any one of its expectations is met"
     ),
     r"^lifecycle activeDeadlineSeconds / deadline passed, nothing else happened: ": (
