@@ -1,20 +1,41 @@
-"""The operator at scale against a real kube-apiserver + etcd: `make bench-operator`.
+"""The operator at scale against a real kube-apiserver + etcd, and upstream's beside it:
+`make bench-operator`.
 
     python -m benchmarks.bench_operator --jobs 500 --workers 8     # the target size (default)
     python -m benchmarks.bench_operator --jobs 20 --workers 2      # a quick smoke run
 
-One run, one fresh control plane, four phases:
+Two fresh control planes, one after the other (the second starts once the first has stopped,
+so the two runs never share the cores). On the first, four phases:
 
 1. baseline: create the same jobs x workers pods and headless services (the very bodies the
-   operator would send) straight through the API server from a few threads, no operator;
-2. operator: start the operator, create the jobs as a user script would (a few threads), and
-   time until every pod exists (the operator's caches, confirmed by a label-selected LIST);
+   operator would send) straight through the API server from a few threads, no operator; then
+   delete them;
+2. operator: start this operator (in this process, `--operator-workers` workers, no client-side
+   rate limit), create the jobs as a user script would (a few threads), and time until every
+   pod exists (the operator's caches, confirmed by a label-selected LIST) and until every pod
+   and service is stored (the completion criterion below);
 3. settle: wait until the queue is empty and nothing is written for a while;
 4. no-op resync: `Operator.resync()`, wait for one pass per job, count the writes (target 0).
 
+On the second, upstream's operator (kubeflow/training-operator v1.9.3, built by
+testenv/build-training-operator.sh), started by `tests/support/upstream_operator` as upstream
+installs it (only the PyTorchJob scheme, its validating webhook on job creates) with
+`--controller-threads` = `--operator-workers` and its `--kube-api-qps`/`--kube-api-burst` lifted
+so that neither operator is throttled by its own client; the same CRD (this repository's), the
+same jobs, created the same way, timed the same way.
+
+Completion criterion, the same for both: from the first job create until the API server stores
+jobs x workers pods and as many services in the jobs' namespace (each counted by a LIST of one
+item and its `remainingItemCount`, polled every 50 ms). API writes per job: the create, update,
+patch and delete requests the API server's audit log records in the jobs' namespace from the
+operator's User-Agent (ours is given one of its own; upstream's is client-go's default,
+`training-operator/...`), until it settled (ours: its queue idle and no request for `--quiet` s,
+then its no-op resync; upstream: no audited write for 5 s), divided by the jobs.
+
 Prints figures, targets and ratios against the baseline measured in this same run (machines
-are shared and noisy: compare ratios, not seconds, between runs). Always exits 0 unless the
-benchmark itself breaks; a missed target prints MISSED.
+are shared and noisy: compare ratios, not seconds, between runs), then one line
+`operator: ours X s, upstream Y s (ratio R), writes ours A, upstream B`. Targets against
+upstream: R <= 1 and A <= B. Exits 1 when a target is missed (each printed MISSED).
 """
 
 from __future__ import annotations
@@ -23,6 +44,7 @@ import argparse
 import copy
 import gc
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -36,8 +58,10 @@ from autoscaler.api import coordinates as c
 from autoscaler.clients.kube import PODS, SERVICES, Kube, api_client
 from autoscaler.controller.reconcile import Observed, plan
 from autoscaler.controller.runner import OWNED_SELECTOR, Operator, OperatorConfig
+from benchmarks import audit
 from benchmarks.cluster import (
     POLL,
+    all_stored,
     count_listed,
     create_namespace,
     install_crd,
@@ -60,10 +84,15 @@ from benchmarks.instruments import (
 )
 from tests.support.controlplane import ControlPlane, binaries_dir
 from tests.support.polling import wait_for
+from tests.support.upstream_operator import UpstreamOperator, training_operator_binary
 
 JSON = dict[str, Any]
 BASELINE_NS, OPERATOR_NS = "bench-baseline", "bench-operator"
 TARGET_SECONDS, TARGET_RSS_MB, TARGET_RESYNC_WRITES = 60.0, 300.0, 0
+OURS_AGENT, USER_AGENT = "autoscaler-operator-bench", "bench-user"
+UPSTREAM_AGENT = "training-operator/"  # client-go's default: the binary's name, then versions
+UNTHROTTLED = 1_000_000  # upstream's --kube-api-qps/burst: no client-side limit, as ours here
+AUDIT_QUIET = 5.0  # s without an audited write by upstream's operator = settled
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -234,7 +263,7 @@ def create_and_wait(
     )
     creator.start()
     expected = n * m
-    pods_at = services_at = None
+    pods_at = services_at = stored_at = None
     jobs_created_at = None
     deadline = t0 + args.timeout
     while time.perf_counter() < deadline:
@@ -249,7 +278,9 @@ def create_and_wait(
             pods_at = now
         if services_at is None and len(op.services.items()) >= expected:
             services_at = now
-        if pods_at is not None and services_at is not None and jobs_created_at is not None:
+        if stored_at is None and all_stored(bench, OPERATOR_NS, expected):
+            stored_at = now
+        if None not in (pods_at, services_at, stored_at, jobs_created_at):
             break
         time.sleep(POLL)
     creator.join(timeout=60)
@@ -258,6 +289,7 @@ def create_and_wait(
         res.notes.append(f"not every pod existed after --timeout {args.timeout:.0f}s")
     out["pods_seconds"] = (pods_at or time.perf_counter()) - t0
     out["services_seconds"] = (services_at or time.perf_counter()) - t0
+    out["stored_seconds"] = (stored_at or time.perf_counter()) - t0
     out["jobs_created_seconds"] = (jobs_created_at or time.perf_counter()) - t0
     out["pods_done"] = pods_at is not None
 
@@ -274,11 +306,119 @@ def create_and_wait(
     return s2
 
 
+def upstream_run(args: argparse.Namespace, res: Results) -> dict[str, Any]:
+    """Upstream's operator on a control plane of its own, fresh, as installed by
+    `tests/support/upstream_operator` (its validating webhook included), the same jobs created
+    the same way; timed to the same criterion, its writes read from the same audit log."""
+    workdir = Path(tempfile.mkdtemp(prefix="bench-upstream-"))
+    plane = ControlPlane(bin_dir=binaries_dir(), apiserver_flags=audit.flags(workdir / "audit"))
+    print(f"upstream: starting a fresh etcd + kube-apiserver in {workdir} ...", flush=True)
+    plane.start(workdir / "plane")
+    kubeconfig = str(plane.kubeconfig_path)
+    admin, user = Kube(api_client(kubeconfig=kubeconfig)), agent_kube(kubeconfig, USER_AGENT)
+    try:
+        install_crd(admin)
+        create_namespace(admin, OPERATOR_NS)
+        manager = UpstreamOperator(
+            binary=training_operator_binary(),
+            kube=admin,
+            kubeconfig=plane.kubeconfig_path,
+            workdir=workdir / "manager",
+            namespace="kubeflow",
+            flags=(
+                f"--controller-threads={args.operator_workers}",
+                f"--kube-api-qps={UNTHROTTLED}",
+                f"--kube-api-burst={UNTHROTTLED}",
+            ),
+        )
+        manager.start()
+        try:
+            print(f"upstream: {args.jobs} jobs x {args.workers} workers ...", flush=True)
+            log = audit.AuditLog(
+                workdir / "audit" / "audit.log", agent=UPSTREAM_AGENT, namespace=OPERATOR_NS
+            )
+            out = create_and_count(user, admin, log, args, res)
+            out["events_recorded"] = events_recorded(manager.log)
+            return out
+        finally:
+            manager.stop()
+    finally:
+        for kube in (admin, user):
+            kube.close()
+        plane.stop(remove_workdir=not args.keep)
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)  # the audit log and the manager's log
+
+
+def events_recorded(log: Path) -> int:
+    """The Events upstream's manager recorded: its event recorder logs each one (zap's development
+    mode, upstream's default), whether or not its sink then writes it."""
+    with log.open(errors="replace") as lines:
+        return sum("\tevents\t" in line for line in lines)
+
+
+def create_and_count(
+    user: Kube, bench: Kube, log: audit.AuditLog, args: argparse.Namespace, res: Results
+) -> dict[str, Any]:
+    """Create the jobs as `create_and_wait` does; time until `all_stored`, then until the
+    operator's audited writes stop for `--quiet` s (its caches and queue are not ours to read)."""
+    template = job_manifest("x", OPERATOR_NS, args.workers)
+
+    def create_job(name: str) -> None:
+        job = copy.deepcopy(template)
+        job["metadata"]["name"] = name
+        user.create(job)
+
+    expected = args.jobs * args.workers
+    t0 = time.perf_counter()
+    creator = threading.Thread(  # polled while it creates, as in `create_and_wait`
+        target=run_threads,
+        args=(args.user_threads, job_names(args.jobs), create_job),
+        name="bench-user",
+        daemon=True,
+    )
+    creator.start()
+    stored_at = None
+    deadline = t0 + args.timeout
+    while time.perf_counter() < deadline:
+        if all_stored(bench, OPERATOR_NS, expected):
+            stored_at = time.perf_counter()
+            break
+        time.sleep(POLL)
+    creator.join(timeout=60)
+    if stored_at is None:
+        res.notes.append(f"upstream: not every pod and service after --timeout {args.timeout:.0f}s")
+    last, changed = log.poll(), time.perf_counter()
+    while time.perf_counter() - changed < max(args.quiet, AUDIT_QUIET):
+        if time.perf_counter() > deadline:
+            res.notes.append("upstream: its writes had not stopped by --timeout")
+            break
+        time.sleep(POLL)
+        if (now := log.poll()) != last:
+            last, changed = now, time.perf_counter()
+    return {
+        "stored_seconds": (stored_at or time.perf_counter()) - t0,
+        "stored_done": stored_at is not None,
+        "writes": dict(log.counts),
+    }
+
+
+def agent_kube(kubeconfig: str, agent: str) -> TimedKube:
+    """A client whose requests the audit log tells apart by their User-Agent."""
+    api = api_client(kubeconfig=kubeconfig)
+    api.user_agent = agent
+    return TimedKube(api)
+
+
 # -- report ----------------------------------------------------------------------------------------
 
 
 def report(
-    base: dict[str, Any], run: dict[str, Any], args: argparse.Namespace, res: Results
+    base: dict[str, Any],
+    run: dict[str, Any],
+    up: dict[str, Any],
+    args: argparse.Namespace,
+    res: Results,
 ) -> None:
     n, m = args.jobs, args.workers
     raw = base["seconds"]
@@ -359,15 +499,57 @@ def report(
         f"baseline {bcpu['python']:.1f} / {bcpu['apiserver']:.1f} / {bcpu['etcd']:.1f}",
     )
 
+    line = compare(run, up, args, res)
     print_table(res, args)
     print_details(base, run, args)
+    print_writes(run, up, args)
     for note in res.notes:
         print(f"note: {note}")
     print()
+    print(line)
     if res.missed:
         print(f"MISSED: {', '.join(res.missed)}")
     else:
         print("All targets met.")
+
+
+def compare(run: dict[str, Any], up: dict[str, Any], args: argparse.Namespace, res: Results) -> str:
+    """The rows against upstream's operator, and the one-line summary."""
+    ours_s, theirs_s = run["stored_seconds"], up["stored_seconds"]
+    ours_w = sum(run["audited_writes"].values()) / args.jobs
+    theirs_w = sum(up["writes"].values()) / args.jobs
+    ratio = ours_s / theirs_s
+    res.row(
+        "vs upstream: every pod + service stored",
+        f"ours {ours_s:.1f} s, upstream {theirs_s:.1f} s",
+        "ours <= upstream",
+        run["pods_done"] and up["stored_done"] and ratio <= 1.0,
+        f"{ratio:.2f}x upstream",
+    )
+    res.row(
+        "vs upstream: API writes per job (audit log)",
+        f"ours {ours_w:.1f}, upstream {theirs_w:.1f}",
+        "ours <= upstream",
+        ours_w <= theirs_w,
+        f"{ours_w / theirs_w:.2f}x upstream",
+    )
+    return (
+        f"operator: ours {ours_s:.1f} s, upstream {theirs_s:.1f} s (ratio {ratio:.2f}), "
+        f"writes ours {ours_w:.1f}, upstream {theirs_w:.1f}"
+    )
+
+
+def print_writes(run: dict[str, Any], up: dict[str, Any], args: argparse.Namespace) -> None:
+    print("API writes per job by each operator (the API server's audit log):")
+    for who, counts in (("ours", run["audited_writes"]), ("upstream", up["writes"])):
+        for (verb, resource), count in sorted(counts.items(), key=lambda kv: -kv[1]):
+            print(f"  {who:8} {verb:7} {resource:28} {count / args.jobs:6.2f}")
+    written = sum(n for (verb, resource), n in up["writes"].items() if resource == "events")
+    print(
+        f"  upstream's recorder logged {up['events_recorded'] / args.jobs:.2f} Events per job and "
+        f"wrote {written / args.jobs:.2f}"
+    )
+    print()
 
 
 def print_table(res: Results, args: argparse.Namespace) -> None:
@@ -466,7 +648,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     res = Results(args.jobs, args.workers)
     workdir = Path(tempfile.mkdtemp(prefix="bench-operator-"))
-    plane = ControlPlane(bin_dir=binaries_dir())
+    plane = ControlPlane(bin_dir=binaries_dir(), apiserver_flags=audit.flags(workdir / "audit"))
     print(f"starting etcd + kube-apiserver in {workdir} ...", flush=True)
     plane.start(workdir)
     _SERVER_PIDS.update(server_pids(plane))  # read-only: their CPU time for the report
@@ -495,16 +677,22 @@ def main(argv: list[str] | None = None) -> int:
         )
 
         print(f"operator: {args.jobs} jobs x {args.workers} workers ...", flush=True)
-        op_kube = TimedKube(api_client(kubeconfig=kubeconfig))
-        user = TimedKube(api_client(kubeconfig=kubeconfig))
+        op_kube = agent_kube(kubeconfig, OURS_AGENT)
+        user = agent_kube(kubeconfig, USER_AGENT)
         clients += [op_kube, user]
         run = operator_run(op_kube, user, admin, args, res)
-        report(base, run, args, res)
+        log = audit.AuditLog(
+            workdir / "audit" / "audit.log", agent=OURS_AGENT, namespace=OPERATOR_NS
+        )
+        log.poll()  # after the RSS figures: ours settled and its resync wrote nothing more
+        run["audited_writes"] = dict(log.counts)
     finally:
         for kube in clients:
             kube.close()
         plane.stop(remove_workdir=not args.keep)
-    return 0
+    up = upstream_run(args, res)  # after ours' plane stopped: the two never share the cores
+    report(base, run, up, args, res)
+    return 1 if res.missed else 0
 
 
 if __name__ == "__main__":

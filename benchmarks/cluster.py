@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from autoscaler.api import coordinates as c
-from autoscaler.clients.kube import JOBS, Kube, Resource
+from autoscaler.clients.kube import JOBS, PODS, SERVICES, Kube, Resource
 from autoscaler.controller.runner import Operator
 from benchmarks.instruments import TimedKube
 from tests.support.controlplane import ControlPlane
@@ -89,6 +89,26 @@ def count_listed(kube: Kube, resource: Resource, namespace: str, selector: str) 
         token = (page.get("metadata") or {}).get("continue") or ""
         if not token:
             return total
+
+
+def count_stored(kube: Kube, resource: Resource, namespace: str) -> int:
+    """Every object of `resource` in `namespace`, as the API server counts them: a LIST of one
+    item and its `remainingItemCount` (cheap enough to ask every poll of a wait)."""
+    page = kube.request("GET", resource.path(namespace), query=[("limit", 1)])
+    metadata = page.get("metadata") or {}
+    remaining = metadata.get("remainingItemCount")
+    if remaining is None and metadata.get("continue"):  # a server that does not count: page it
+        return count_listed(kube, resource, namespace, "")
+    return len(page.get("items") or []) + (remaining or 0)
+
+
+def all_stored(kube: Kube, namespace: str, expected: int) -> bool:
+    """Whether the API server stores `expected` pods and `expected` services in `namespace`:
+    bench_operator's completion criterion, the same for either operator."""
+    return (
+        count_stored(kube, PODS, namespace) >= expected
+        and count_stored(kube, SERVICES, namespace) >= expected
+    )
 
 
 def run_threads(threads: int, items: Iterable[Any], work: Callable[[Any], object]) -> None:

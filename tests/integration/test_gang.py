@@ -126,15 +126,20 @@ def gang(
 
 @contextmanager
 def operator(
-    plane: ControlPlane, gang_scheduler_name: str = "", *, pods: PodSettings = UPSTREAM_DEFAULTS
+    plane: ControlPlane,
+    gang_scheduler_name: str = "",
+    *,
+    pods: PodSettings = UPSTREAM_DEFAULTS,
+    namespace: str | None = None,
 ) -> Iterator[Operator]:
     """An operator of its own (its metrics too), as the restricted user; `pods`: the settings
-    its pod flags make."""
+    its pod flags make; `namespace`: the only one it watches (all if None)."""
     kube = Kube(api_client(kubeconfig=str(plane.kubeconfig_for(RESTRICTED_USER))))
     settings = OperatorConfig(
         workers=2,
         resync_seconds=1.0,
         watch_timeout=30,
+        namespace=namespace,
         gang_scheduler_name=gang_scheduler_name,
         pods=pods,
     )

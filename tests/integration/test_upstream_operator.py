@@ -1,24 +1,40 @@
-"""Upstream's operator itself (kubeflow/training-operator v1.9.3, built by `make testenv`) on a
-control plane of its own with only the PyTorchJob scheme enabled, and differential conformance
-of what the two operators create: each manifest is applied under upstream's operator, the same
-stored job is built by this operator's builders and created as a server-side dry run (so both go
-through the same API server's defaulting), and the pods, services and HPAs are compared field by
-field. Every difference must be one the PyTorchJob reference documents."""
+"""Upstream's operator itself (kubeflow/training-operator v1.9.3, built by `make testenv`) and
+this one on one control plane, each watching a namespace of its own (upstream's with only the
+PyTorchJob scheme enabled), and differential conformance of the two:
+
+- objects: each manifest is applied under upstream's operator, the same stored job is built by
+  this operator's builders and created as a server-side dry run (so both go through the same API
+  server's defaulting), and the pods, services and HPAs are compared field by field;
+- lifecycles: the same job is created in both namespaces and driven through the same steps (pod
+  phases set through the API, as the kubelet would; suspend, `/scale`), and after each step the
+  job's status (timestamps dropped), its pods and services are compared, and at the end the
+  kinds of Events each operator recorded on the job.
+
+Every difference must be one the PyTorchJob reference documents."""
 
 import re
+import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from autoscaler.api import coordinates as c
 from autoscaler.cli import operator_view
 from autoscaler.clients.kube import BY_KIND, Kube, api_client
 from autoscaler.controller.builders import desired_objects
-from tests.integration.test_gang import control_plane, namespace
-from tests.integration.test_operator import Cluster, envtest_elastic_job, envtest_job
+from tests.integration.test_gang import control_plane, operator
+from tests.integration.test_operator import (
+    Cluster,
+    elastic_job,
+    envtest_elastic_job,
+    envtest_job,
+    failed_with,
+)
 from tests.support import apply as kubectl
-from tests.support.conformance import differences, normalised
+from tests.support.conformance import differences, event_kinds, normalised, normalised_status
 from tests.support.controlplane import REPO_ROOT
 from tests.support.fixtures import summary_line
 from tests.support.jobs import upstream_job
@@ -28,11 +44,32 @@ from tests.support.upstream_operator import UpstreamOperator, training_operator_
 pytestmark = pytest.mark.integration
 JSON = dict[str, Any]
 REFERENCE = REPO_ROOT / "docs" / "pytorchjob.md"
+OURS, THEIRS = "ours", "theirs"  # the namespace each operator watches
+QUIET = 1.5  # s two differing readings must stay unchanged before they count as settled
 # A difference's path -> the words of the PyTorchJob reference's deliberate difference that
 # explains it (checked to be there, so the list and the docs cannot drift).
 DOCUMENTED = {
     r"\.env\[TORCH_DISABLE_SHARE_RDZV_TCP_STORE\]$": "get `TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`",
     r"\.env\[PET_RDZV_CONF\]$": "`PET_RDZV_CONF=last_call_timeout=3,keep_alive_interval=2,",
+    # Lifecycles: `<case> / <step>: <path>`.
+    r"^lifecycle Master\+Worker / master succeeded: \.status\.replicaStatuses\.Worker\.selector$": (
+        "keeps the Worker's `selector` only when Go's map order"
+    ),
+    r"^lifecycle worker failed, [^/]+ / events: \.Warning/Error$": (
+        "here a Failed pod's non-zero exits are reported too"
+    ),
+    r"^lifecycle worker failed, ExitCode permanent / events: \.Warning/PyTorchJobRestarting$": (
+        "exit is permanent and nothing restarts, where upstream sends it too"
+    ),
+    r"^lifecycle ttlSecondsAfterFinished / events: \.Normal/SuccessfulDeletePod$": (
+        "it records on a job it deletes at the end of its TTL"
+    ),
+    r"^lifecycle .* / events: \.Warning/FailedCreate(Pod|Service)$": (
+        "once any one of its expectations is met"
+    ),
+    r"^lifecycle activeDeadlineSeconds / deadline passed, nothing else happened: ": (
+        "only on the job's next event"
+    ),
 }
 
 
@@ -51,10 +88,20 @@ CASES: dict[str, Callable[[], JSON]] = {
 RESULTS: dict[str, str] = {}  # case -> identical, documented or undocumented
 
 
+@dataclass(frozen=True)
+class Both:
+    """The control plane's client and one Cluster per operator's namespace."""
+
+    api: client.ApiClient
+    kube: Kube
+    ours: Cluster
+    theirs: Cluster
+
+
 @pytest.fixture(scope="module")
-def upstream(
+def both(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
-) -> Iterator[tuple[UpstreamOperator, client.ApiClient]]:
+) -> Iterator[Both]:
     workdir = tmp_path_factory.mktemp("upstream-operator")
     with control_plane(workdir / "plane") as (plane, api):
         kube = Kube(api_client(kubeconfig=str(plane.kubeconfig_path)))
@@ -64,11 +111,15 @@ def upstream(
             kubeconfig=plane.kubeconfig_path,
             workdir=workdir,
             namespace="kubeflow",
+            flags=(f"--namespace={THEIRS}",),
         )
         try:
+            mapper = kubectl.RestMapper(kube)
+            for ns in (OURS, THEIRS):
+                kubectl.apply(mapper, _namespace(ns))
             manager.start()
-            kubectl.apply(kubectl.RestMapper(kube), _namespace("ours"))
-            yield manager, api
+            with operator(plane, namespace=OURS):
+                yield Both(api, kube, Cluster(api, OURS), Cluster(api, THEIRS))
         finally:
             manager.stop()
             kube.close()
@@ -101,29 +152,32 @@ def documented(path: str) -> bool:
     return any(re.search(pattern, path) for pattern in DOCUMENTED)
 
 
+def record(case: str, found: list[tuple[str, Any, Any]]) -> list[tuple[str, Any, Any]]:
+    """Files the case's verdict for the summary line; returns the undocumented differences."""
+    undocumented = [d for d in found if not documented(d[0])]
+    RESULTS[case] = "undocumented" if undocumented else "documented" if found else "identical"
+    return undocumented
+
+
 def test_the_documented_differences_are_in_the_reference() -> None:
     text = " ".join(REFERENCE.read_text().split())
     assert [words for words in DOCUMENTED.values() if words not in text] == []
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_upstream_and_this_operator_create_the_same_objects(
-    case: str, upstream: tuple[UpstreamOperator, client.ApiClient]
-) -> None:
-    manager, api = upstream
-    mapper = kubectl.RestMapper(manager.kube)
-    ns = f"case-{list(CASES).index(case)}"
-    with namespace(api, ns) as cluster:
-        created = Cluster(api, ns).create(CASES[case]())  # through upstream's webhook
-        name = created["metadata"]["name"]
+def test_upstream_and_this_operator_create_the_same_objects(case: str, both: Both) -> None:
+    api, mapper, cluster = both.api, kubectl.RestMapper(both.kube), both.theirs
+    created = cluster.create(CASES[case]())  # through upstream's webhook
+    name = created["metadata"]["name"]
+    try:
         ours = [
             kubectl.dry_run_create(
-                mapper, {**obj, "metadata": {**obj["metadata"], "namespace": "ours"}}
+                mapper, {**obj, "metadata": {**obj["metadata"], "namespace": OURS}}
             )
-            for obj in desired_objects(operator_view(cluster.job(name), namespace=ns))
+            for obj in desired_objects(operator_view(cluster.job(name), namespace=THEIRS))
         ]
         wait_for(
-            lambda: all(theirs(api, ns, o["kind"], o["metadata"]["name"]) for o in ours),
+            lambda: all(theirs(api, THEIRS, o["kind"], o["metadata"]["name"]) for o in ours),
             what=f"upstream to create {[o['metadata']['name'] for o in ours]}",
             timeout=30,
         )
@@ -131,9 +185,307 @@ def test_upstream_and_this_operator_create_the_same_objects(
             (f"{o['kind']}/{o['metadata']['name']}{path}", mine, other)
             for o in ours
             for path, mine, other in differences(
-                normalised(o), normalised(theirs(api, ns, o["kind"], o["metadata"]["name"]) or {})
+                normalised(o),
+                normalised(theirs(api, THEIRS, o["kind"], o["metadata"]["name"]) or {}),
             )
         ]
-    undocumented = [d for d in found if not documented(d[0])]
-    RESULTS[case] = "undocumented" if undocumented else "documented" if found else "identical"
+    finally:
+        cluster.jobs.delete_namespaced_custom_object(c.GROUP, c.VERSION, THEIRS, c.PLURAL, name)
+    undocumented = record(case, found)
+    assert undocumented == [], "\n".join(map(str, undocumented))
+
+
+# -- lifecycles: status, pods, services and Events after each step --------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the test does to one namespace's job (the user's or the kubelet's part), and when that
+    namespace's operator has answered it."""
+
+    name: str
+    act: Callable[[Cluster, str], None]
+    ready: Callable[[Cluster, str], bool]
+
+
+def nothing(cluster: Cluster, name: str) -> None:
+    """The job's creation is the step."""
+
+
+def last_condition(*expected: str) -> Callable[[Cluster, str], bool]:
+    """Ready once the job's last condition is (type, status)."""
+    return lambda cluster, name: (cluster.conditions(name) or [()])[-1] == expected
+
+
+def has_pods(count: int) -> Callable[[Cluster, str], bool]:
+    return lambda cluster, name: len(cluster.pods(name)) == count
+
+
+def run_all(cluster: Cluster, name: str) -> None:
+    cluster.run_all(name)
+
+
+def pod_phase(pod: str, phase: str, **status: Any) -> Callable[[Cluster, str], None]:
+    return lambda cluster, name: cluster.set_phase(f"{name}-{pod}", phase, **status)
+
+
+def failed(code: int) -> JSON:
+    """The pod status of a container that exited with `code`, with the kubelet's reason."""
+    status = failed_with(code)
+    status["containerStatuses"][0]["state"]["terminated"]["reason"] = "Error"
+    return status
+
+
+def ours_failed(cluster: Cluster, name: str) -> bool:
+    """Ready once this operator failed the job; upstream's side is read as it stands."""
+    return cluster.ns == THEIRS or last_condition("Failed", "True")(cluster, name)
+
+
+def touch(cluster: Cluster, name: str) -> None:
+    """A change of the job's metadata only: an event that makes an operator look at it again."""
+    cluster.patch(name, {"metadata": {"annotations": {"conformance/touched": "1"}}})
+
+
+def recreated(pod: str) -> Callable[[Cluster, str], bool]:
+    """Ready once the pod is there again, not Failed (its operator deleted and re-created it)."""
+
+    def ready(cluster: Cluster, name: str) -> bool:
+        found = cluster.pods(name).get(f"{name}-{pod}")
+        return found is not None and found["status"].get("phase") != "Failed"
+
+    return ready
+
+
+def suspend(value: bool) -> Callable[[Cluster, str], None]:
+    return lambda cluster, name: cluster.patch(name, {"spec": {"runPolicy": {"suspend": value}}})
+
+
+def scale(replicas: int) -> Callable[[Cluster, str], None]:
+    return lambda cluster, name: cluster.scale(name, replicas)
+
+
+def deleted(cluster: Cluster, name: str) -> bool:
+    try:
+        cluster.job(name)
+    except client.ApiException as error:
+        return error.status == 404
+    return False
+
+
+def with_policy(job: JSON, **run_policy: Any) -> JSON:
+    job["spec"]["runPolicy"] = run_policy
+    return job
+
+
+def restart_policy(job: JSON, policy: str) -> JSON:
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = policy
+    return job
+
+
+CREATED = Step("created", nothing, has_pods(2))
+RUNNING = Step("running", run_all, last_condition("Running", "True"))
+LIFECYCLES: dict[str, tuple[Callable[[], JSON], tuple[Step, ...]]] = {
+    "Worker-only elastic": (
+        lambda: elastic_job("l-elastic", replicas=2),
+        (
+            CREATED,
+            RUNNING,
+            Step(
+                "worker-1 succeeded",
+                pod_phase("worker-1", "Succeeded"),
+                last_condition("Succeeded", "True"),
+            ),
+        ),
+    ),
+    "Master+Worker": (
+        lambda: envtest_job("l-mw", workers=1),
+        (
+            CREATED,
+            RUNNING,
+            Step(
+                "master succeeded",
+                pod_phase("master-0", "Succeeded"),
+                last_condition("Succeeded", "True"),
+            ),
+        ),
+    ),
+    "suspend then resume": (
+        lambda: elastic_job("l-suspend", replicas=2),
+        (
+            CREATED,
+            RUNNING,
+            Step(
+                "suspended",
+                suspend(True),
+                lambda cl, n: last_condition("Suspended", "True")(cl, n) and has_pods(0)(cl, n),
+            ),
+            Step(
+                "resumed",
+                suspend(False),
+                lambda cl, n: has_pods(2)(cl, n) and ("Suspended", "False") in cl.conditions(n),
+            ),
+            Step("running again", run_all, last_condition("Running", "True")),
+        ),
+    ),
+    "worker failed, OnFailure": (
+        lambda: restart_policy(elastic_job("l-onfailure", replicas=2), "OnFailure"),
+        (
+            CREATED,
+            RUNNING,
+            Step(
+                "worker-1 failed (1)",
+                pod_phase("worker-1", "Failed", **failed(1)),
+                recreated("worker-1"),
+            ),
+        ),
+    ),
+    "worker failed, Never": (
+        lambda: restart_policy(elastic_job("l-never", replicas=2), "Never"),
+        (
+            CREATED,
+            RUNNING,
+            Step(
+                "worker-1 failed (1)",
+                pod_phase("worker-1", "Failed", **failed(1)),
+                last_condition("Failed", "True"),
+            ),
+        ),
+    ),
+    "worker failed, ExitCode retryable": (
+        lambda: restart_policy(elastic_job("l-exit137", replicas=2), "ExitCode"),
+        (
+            CREATED,
+            RUNNING,
+            Step(
+                "worker-1 failed (137)",
+                pod_phase("worker-1", "Failed", **failed(137)),
+                recreated("worker-1"),
+            ),
+        ),
+    ),
+    "worker failed, ExitCode permanent": (
+        lambda: restart_policy(elastic_job("l-exit1", replicas=2), "ExitCode"),
+        (
+            CREATED,
+            RUNNING,
+            Step(
+                "worker-1 failed (1)",
+                pod_phase("worker-1", "Failed", **failed(1)),
+                last_condition("Failed", "True"),
+            ),
+        ),
+    ),
+    "cleanPodPolicy Running": (
+        lambda: with_policy(elastic_job("l-clean", replicas=2), cleanPodPolicy="Running"),
+        (
+            CREATED,
+            RUNNING,
+            Step(
+                "worker-1 succeeded",
+                pod_phase("worker-1", "Succeeded"),
+                lambda cl, n: last_condition("Succeeded", "True")(cl, n) and has_pods(1)(cl, n),
+            ),
+        ),
+    ),
+    "ttlSecondsAfterFinished": (
+        lambda: with_policy(elastic_job("l-ttl", replicas=2), ttlSecondsAfterFinished=1),
+        (
+            CREATED,
+            RUNNING,
+            Step("worker-1 succeeded, TTL passed", pod_phase("worker-1", "Succeeded"), deleted),
+        ),
+    ),
+    "activeDeadlineSeconds": (
+        lambda: with_policy(elastic_job("l-deadline", replicas=2), activeDeadlineSeconds=5),
+        (
+            CREATED,
+            RUNNING,
+            Step("deadline passed, nothing else happened", nothing, ours_failed),
+            Step("job touched", touch, last_condition("Failed", "True")),
+        ),
+    ),
+    "scale up and down through /scale": (
+        lambda: elastic_job("l-scale", replicas=2),
+        (
+            CREATED,
+            RUNNING,
+            Step("scaled to 3", scale(3), has_pods(3)),
+            Step(
+                "new worker running",
+                pod_phase("worker-2", "Running"),
+                lambda cl, n: (
+                    (cl.job(n).get("status") or {})
+                    .get("replicaStatuses", {})
+                    .get("Worker", {})
+                    .get("active")
+                    == 3
+                ),
+            ),
+            Step("scaled to 1", scale(1), has_pods(1)),
+        ),
+    ),
+}
+
+
+def reading(cluster: Cluster, name: str) -> JSON:
+    """What one operator made of its job at a step: status, pods (with their phases), services."""
+    try:
+        status: Any = normalised_status(cluster.job(name).get("status"), cluster.ns)
+    except client.ApiException as error:
+        if error.status != 404:
+            raise
+        status = "job deleted"
+    pods = {n: (p.get("status") or {}).get("phase") for n, p in cluster.pods(name).items()}
+    return {"status": status, "pods": pods, "services": sorted(cluster.services(name))}
+
+
+def job_events(cluster: Cluster, name: str) -> JSON:
+    listing = cluster.core.list_namespaced_event(
+        cluster.ns, field_selector=f"involvedObject.name={name},involvedObject.kind={c.KIND}"
+    )
+    return event_kinds({"type": e.type, "reason": e.reason} for e in listing.items)
+
+
+def settled(both: Both, read: Callable[[Cluster], Any], *, early: bool = True) -> tuple[Any, Any]:
+    """Both readings once they agree (`early`), or once neither has changed for QUIET s (30 s at
+    most). Events trickle in after the step that caused them: read them with `early=False`."""
+    last: tuple[Any, Any] | None = None
+    since = time.monotonic()
+    deadline = since + 30
+    while True:
+        now = (read(both.ours), read(both.theirs))
+        if (early and now[0] == now[1]) or time.monotonic() > deadline:
+            return now
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= QUIET:
+            return now
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("case", LIFECYCLES)
+def test_upstream_and_this_operator_answer_each_step_alike(case: str, both: Both) -> None:
+    manifest, steps = LIFECYCLES[case]
+    name, label = manifest()["metadata"]["name"], f"lifecycle {case}"
+    for cluster in (both.ours, both.theirs):
+        cluster.create(manifest())
+    found: list[tuple[str, Any, Any]] = []
+    for step in steps:
+        if step.act is not nothing:
+            for cluster in (both.ours, both.theirs):
+                step.act(cluster, name)
+        try:
+            wait_for(
+                lambda s=step: s.ready(both.ours, name) and s.ready(both.theirs, name),
+                what=f"{case}: both operators past {step.name!r}",
+            )
+        except AssertionError as error:  # say where each one stands
+            raise AssertionError(
+                f"{error}\nours: {reading(both.ours, name)}\ntheirs: {reading(both.theirs, name)}"
+            ) from None
+        ours, other = settled(both, lambda cl: reading(cl, name))
+        found += [(f"{label} / {step.name}: {p}", a, b) for p, a, b in differences(ours, other)]
+    ours, other = settled(both, lambda cl: job_events(cl, name), early=False)
+    found += [(f"{label} / events: {p}", a, b) for p, a, b in differences(ours, other)]
+    undocumented = record(label, found)
     assert undocumented == [], "\n".join(map(str, undocumented))

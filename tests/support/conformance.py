@@ -1,10 +1,19 @@
-"""Objects two operators made from one manifest, compared: names, uids, timestamps and the
-namespace normalised away, each remaining difference a path with both values."""
+"""What two operators made from one manifest, compared: the objects with names, uids, timestamps
+and the namespace normalised away; a job's status with its timestamps dropped and its namespace
+named alike; its Events as the set of their types and reasons. Each remaining difference is a
+path with both values."""
 
+import re
+from collections.abc import Iterable
 from typing import Any
 
 JSON = dict[str, Any]
 SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation")
+# When the operator wrote them, which no two runs share.
+STATUS_TIMES = ("startTime", "completionTime", "lastReconcileTime")
+CONDITION_TIMES = ("lastUpdateTime", "lastTransitionTime")
+NAMESPACE = "<namespace>"
+KEYS = ("name", "type")  # what names the items of a list, where each item has a distinct one
 
 
 def normalised(obj: JSON) -> JSON:
@@ -17,9 +26,34 @@ def normalised(obj: JSON) -> JSON:
     return {k: v for k, v in kept.items() if k not in ("status", "apiVersion", "kind")}
 
 
+def normalised_status(status: JSON | None, namespace: str) -> JSON:
+    """A job's status without the times it was written at, `namespace` in its messages named
+    `<namespace>` (so one namespace's job compares with another's)."""
+    kept = {k: v for k, v in (status or {}).items() if k not in STATUS_TIMES}
+    if "conditions" in kept:
+        kept["conditions"] = [
+            {
+                **{k: v for k, v in cond.items() if k not in CONDITION_TIMES},
+                **({"message": _renamed(cond["message"], namespace)} if "message" in cond else {}),
+            }
+            for cond in kept["conditions"]
+        ]
+    return kept
+
+
+def _renamed(text: str, namespace: str) -> str:
+    return re.sub(rf"\b{re.escape(namespace)}/", f"{NAMESPACE}/", text)
+
+
+def event_kinds(events: Iterable[JSON]) -> JSON:
+    """`type/reason` -> True for each distinct kind of Event: how often one was sent is left
+    out, as an event recorder folds repeats into one Event's count."""
+    return {f"{e.get('type')}/{e.get('reason')}": True for e in events}
+
+
 def differences(ours: Any, theirs: Any, path: str = "") -> list[tuple[str, Any, Any]]:
     """(path, ours, theirs) for every leaf that differs; lists of named items (containers, env,
-    ports) are compared by name, other lists by position."""
+    ports; conditions by type) are compared by name, other lists by position."""
     if isinstance(ours, dict) and isinstance(theirs, dict):
         return [
             d
@@ -27,19 +61,18 @@ def differences(ours: Any, theirs: Any, path: str = "") -> list[tuple[str, Any, 
             for d in differences(ours.get(key), theirs.get(key), f"{path}.{key}")
         ]
     if isinstance(ours, list) and isinstance(theirs, list):
-        if all(isinstance(i, dict) and "name" in i for i in [*ours, *theirs]):
-            order = [i["name"] for i in ours] + [i["name"] for i in theirs]
-            mine = {i["name"]: i for i in ours}
-            other = {i["name"]: i for i in theirs}
+        key = _key_of([*ours, *theirs], ours, theirs)
+        if key is not None:
+            order = [i[key] for i in ours] + [i[key] for i in theirs]
+            mine = {i[key]: i for i in ours}
+            other = {i[key]: i for i in theirs}
             found = [
                 d
                 for name in dict.fromkeys(order)
                 for d in differences(mine.get(name), other.get(name), f"{path}[{name}]")
             ]
-            if not found and [i["name"] for i in ours] != [i["name"] for i in theirs]:
-                found.append(
-                    (f"{path}(order)", [i["name"] for i in ours], [i["name"] for i in theirs])
-                )
+            if not found and [i[key] for i in ours] != [i[key] for i in theirs]:
+                found.append((f"{path}(order)", [i[key] for i in ours], [i[key] for i in theirs]))
             return found
         if len(ours) == len(theirs):
             return [
@@ -48,3 +81,12 @@ def differences(ours: Any, theirs: Any, path: str = "") -> list[tuple[str, Any, 
                 for d in differences(a, b, f"{path}[{i}]")
             ]
     return [] if ours == theirs else [(path, ours, theirs)]
+
+
+def _key_of(items: list[Any], *lists: list[Any]) -> str | None:
+    """The first of KEYS every item has and no two items of one list share, if any."""
+    for key in KEYS:
+        named = items and all(isinstance(i, dict) and key in i for i in items)
+        if named and all(len({i[key] for i in one}) == len(one) for one in lists):
+            return key
+    return None

@@ -74,10 +74,13 @@ class UpstreamOperator:
         workdir: Path,
         namespace: str,
         schemes: tuple[str, ...] = ("pytorchjob",),
+        flags: tuple[str, ...] = (),
     ) -> None:
         """`namespace`: where the manager's Secret and Service live (its MY_POD_NAMESPACE);
-        `schemes`: its `--enable-scheme`s (each kind's CRD must be installed)."""
+        `schemes`: its `--enable-scheme`s (each kind's CRD must be installed); `flags`: more of
+        its flags (`--controller-threads=4`, `--namespace=x`)."""
         self.binary, self.kube, self.kubeconfig, self.schemes = binary, kube, kubeconfig, schemes
+        self.flags = flags
         self.workdir, self.namespace = workdir, namespace
         self.webhook_port, self.metrics_port, self.probe_port = (
             free_port(),
@@ -105,6 +108,7 @@ class UpstreamOperator:
             f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
             f"--health-probe-bind-address=127.0.0.1:{self.probe_port}",
             f"--webhook-server-port={self.webhook_port}",
+            *self.flags,
         ]
         env = {"MY_POD_NAMESPACE": self.namespace, "PATH": "/usr/bin:/bin"}
         self._proc = start_process(argv, log_path=self.log, env=env)

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.conformance import differences, normalised
+from tests.support.conformance import differences, event_kinds, normalised, normalised_status
 
 JSON = dict[str, Any]
 
@@ -58,4 +58,64 @@ def test_normalised_drops_what_the_server_sets_per_object() -> None:
             "ownerReferences": [{"kind": "PyTorchJob", "name": "j"}],
         },
         "spec": {"x": 1},
+    }
+
+
+def cond(type_: str, status: str = "True") -> JSON:
+    return {"type": type_, "status": status}
+
+
+def test_conditions_are_compared_by_type_then_order() -> None:
+    assert differences([cond("Created"), cond("Running")], [cond("Created")]) == [
+        ("[Running]", cond("Running"), None)
+    ]
+    assert differences([cond("A"), cond("B")], [cond("B"), cond("A")]) == [
+        ("(order)", ["A", "B"], ["B", "A"])
+    ]
+    # a type two items share names neither: compared by position
+    assert differences([cond("A"), cond("A", "False")], [cond("A"), cond("A")]) == [
+        ("[1].status", "False", "True")
+    ]
+
+
+def test_a_status_loses_its_times_and_names_its_namespace_alike() -> None:
+    status = {
+        "startTime": "t",
+        "completionTime": "t",
+        "lastReconcileTime": "t",
+        "replicaStatuses": {"Worker": {"active": 1}},
+        "conditions": [
+            {
+                "type": "Running",
+                "status": "True",
+                "reason": "PyTorchJobRunning",
+                "message": "PyTorchJob ours/j is running; ours/ is a prefix, not fours/",
+                "lastUpdateTime": "t",
+                "lastTransitionTime": "t",
+            }
+        ],
+    }
+    assert normalised_status(status, "ours") == {
+        "replicaStatuses": {"Worker": {"active": 1}},
+        "conditions": [
+            {
+                "type": "Running",
+                "status": "True",
+                "reason": "PyTorchJobRunning",
+                "message": "PyTorchJob <namespace>/j is running; <namespace>/ is a prefix, not fours/",
+            }
+        ],
+    }
+    assert normalised_status(None, "ours") == {}
+
+
+def test_events_are_their_distinct_kinds() -> None:
+    events = [
+        {"type": "Normal", "reason": "SuccessfulCreatePod"},
+        {"type": "Normal", "reason": "SuccessfulCreatePod"},
+        {"type": "Warning", "reason": "PyTorchJobRestarting"},
+    ]
+    assert event_kinds(events) == {
+        "Normal/SuccessfulCreatePod": True,
+        "Warning/PyTorchJobRestarting": True,
     }
