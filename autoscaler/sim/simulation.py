@@ -40,6 +40,7 @@ class SimConfig:
     origin: datetime = datetime(2025, 1, 1, tzinfo=UTC)  # virtual time 0
     noise: float = 0.0  # relative std-dev of reported throughput
     declared_work: bool = True  # every job declares its total samples (else none does)
+    preemptible: bool = False  # every job lets the engine hold it back (queueing on)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -79,6 +80,7 @@ class Simulation:
             namespace=self.config.namespace,
             origin=self.config.origin,
             declared_work=self.config.declared_work,
+            preemptible=self.config.preemptible,
         )
         self.throughput = SimThroughput(
             self.state,
@@ -186,6 +188,7 @@ class Simulation:
             start=job.start,
             finish=job.finish,
             rescales=job.rescales,
+            suspensions=job.suspensions,
             gpu_seconds=job.gpu_seconds,
             busy_gpu_seconds=job.busy_gpu_seconds,
             lower_bound=bound if job.phase is not Phase.REJECTED else None,

@@ -2,9 +2,11 @@
 
 The CSV has a header naming (in any order) the columns `name,submit_time,profile,batch_size,
 iterations,min_replicas,max_replicas,replicas` and optionally `gpus_per_replica` (default 1) and
-`weight` (default 1). `submit_time` is in seconds from the start of the simulation, `batch_size` is
-the global batch (a row of the profile), `iterations` the iterations the job trains, `replicas` the
-worker count the user asked for (the job's initial spec).
+`weight` (default 1) and `preemptible` (`true` or `false`, the default: whether the engine may
+hold the job back, its `preemptible` annotation). `submit_time` is in seconds from the start of
+the simulation, `batch_size` is the global batch (a row of the profile), `iterations` the
+iterations the job trains, `replicas` the worker count the user asked for (the job's initial
+spec).
 
 `autoscaler.sim.importers` turns two public traces into this shape: Pollux's workloads and the
 ITP traces ElasticFlow published.
@@ -34,7 +36,7 @@ REQUIRED = (
     "max_replicas",
     "replicas",
 )
-OPTIONAL = ("gpus_per_replica", "weight")
+OPTIONAL = ("gpus_per_replica", "weight", "preemptible")
 NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
@@ -50,6 +52,7 @@ class WorkloadJob:
     replicas: int  # what the user asked for: the initial spec
     gpus_per_replica: int = 1
     weight: float = 1.0
+    preemptible: bool = False  # the engine may hold it back (suspend it)
 
 
 def _columns(fields: list[str], *, source: str) -> dict[str, int]:
@@ -76,6 +79,9 @@ def _job(row: Mapping[str, str], *, source: str, line: int) -> WorkloadJob:
     weight = parse_float(row.get("weight") or "1", what="weight", source=source, line=line)
     if weight <= 0:
         raise SimInputError(source, line, f"weight {weight:g} is not positive")
+    preemptible = (row.get("preemptible") or "false").strip()
+    if preemptible not in ("true", "false"):
+        raise SimInputError(source, line, f"preemptible {preemptible!r} is neither true nor false")
     return WorkloadJob(
         name=name,
         submit_time=parse_float(row["submit_time"], what="submit_time", source=source, line=line),
@@ -87,6 +93,7 @@ def _job(row: Mapping[str, str], *, source: str, line: int) -> WorkloadJob:
         replicas=count("replicas"),
         gpus_per_replica=count("gpus_per_replica") if row.get("gpus_per_replica") else 1,
         weight=weight,
+        preemptible=preemptible == "true",
     )
 
 
@@ -169,6 +176,7 @@ def format_workload(jobs: Iterable[WorkloadJob]) -> str:
             job.replicas,
             job.gpus_per_replica,
             _number(job.weight),
+            "true" if job.preemptible else "false",
         )
         lines.append(",".join(map(str, values)))
     return "\n".join(lines) + "\n"
