@@ -35,12 +35,22 @@ def starving(job: ManagedJob, *, now: datetime, config: SettleConfig) -> bool:
 
 
 def may_hold(job: ManagedJob, state: JobState, *, now: datetime, config: SettleConfig) -> bool:
-    """Whether the policy may give the job 0 this round: it allows it, and the starvation bound
-    neither forces it to run nor resumed it within the last `max_held_seconds`."""
+    """Whether the policy may give the job 0 this round: it allows it, the starvation bound
+    neither forces it to run nor resumed it within the last `max_held_seconds`, and the engine
+    did not resume it within the last `min_run_seconds`."""
     if not job.preemptible or starving(job, now=now, config=config):
         return False
-    forced = state.forced_resume
-    return forced is None or now - forced >= timedelta(seconds=config.max_held_seconds)
+    return _protection(state, now=now, config=config) is None
+
+
+def _protection(state: JobState, *, now: datetime, config: SettleConfig) -> str | None:
+    """Why a resumed job may not be held back again yet, if it may not."""
+    forced, resumed = state.forced_resume, state.resumed_at
+    if forced is not None and now - forced < timedelta(seconds=config.max_held_seconds):
+        return f"the starvation bound resumed it less than {config.max_held_seconds:g} s ago"
+    if resumed is not None and now - resumed < timedelta(seconds=config.min_run_seconds):
+        return f"it was resumed less than {config.min_run_seconds:g} s ago (settle.min_run_seconds)"
+    return None
 
 
 def waiting_hold(
@@ -132,7 +142,7 @@ def _running(
             message=f"held back (suspended) on the policy's 0: {proposal.message}",
         )
         return Queued(proposal=proposal, settled=Settled(replicas=0, steps=(proposal, step)))
-    why = "the job is not preemptible" if not job.preemptible else _protected(state, config)
+    why = "the job is not preemptible" if not job.preemptible else _protected(state, now, config)
     minimum = Step(
         name="queue",
         replicas=job.min_replicas,
@@ -181,10 +191,8 @@ def resume_count(job: ManagedJob, wish: int) -> int:
     return max(below) if below else min(allowed)
 
 
-def _protected(state: JobState, config: SettleConfig) -> str:
-    if state.forced_resume is None:
-        return "it is held by another rule this round"
-    return f"the starvation bound resumed it less than {config.max_held_seconds:g} s ago"
+def _protected(state: JobState, now: datetime, config: SettleConfig) -> str:
+    return _protection(state, now=now, config=config) or "it is held by another rule this round"
 
 
 def suspended(state: JobState, *, now: datetime) -> JobState:
@@ -207,6 +215,7 @@ def resumed(state: JobState, *, to: int, now: datetime, forced: bool) -> JobStat
         "rescales": state.rescales + 1,
         "restarts_spent": 0,
         "replicas": to,
+        "resumed_at": now,
     }
     if forced:
         update["forced_resume"] = now

@@ -75,6 +75,7 @@ class JobState(BaseModel):
     # Queueing: how often the engine held the job back, and when the starvation bound last
     # resumed it (it is not held back again within `max_held_seconds` of that).
     suspensions: int = 0
+    resumed_at: datetime | None = None
     forced_resume: datetime | None = None
     decisions: list[DecisionRecord] = []  # the latest few different ones, newest last
 

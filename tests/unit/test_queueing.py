@@ -26,7 +26,7 @@ from autoscaler.policies.contract import Decision, Snapshot
 from tests.support.memory_cluster import GPU, START, CurveThroughput, MemoryCluster, make_job
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-CONFIG = SettleConfig(cooldown_seconds=120, max_held_seconds=3600)
+CONFIG = SettleConfig(cooldown_seconds=120, min_run_seconds=600, max_held_seconds=3600)
 
 
 def job(**changes: object) -> ManagedJob:
@@ -70,6 +70,9 @@ HOLD = Step(name="hold", replicas=4, reason="RescaleCooldown", message="cooling 
          ["policy"], "NotPreemptible"),
         ("resumed by the bound 10 min ago: not held back again",
          job(preemptible=True), JobState(forced_resume=NOW - timedelta(minutes=10)), 0, None,
+         None, ["policy"], "HoldBackRefused"),
+        ("resumed 5 min ago: not held back again yet (min_run_seconds)",
+         job(preemptible=True), JobState(resumed_at=NOW - timedelta(minutes=5)), 0, None,
          None, ["policy"], "HoldBackRefused"),
         ("resumed by the bound an hour ago: held back again",
          job(preemptible=True), JobState(forced_resume=NOW - timedelta(hours=1)), 0, None, 0,
@@ -143,6 +146,8 @@ def test_a_resume_count_keeps_to_the_bounds_and_allowed_counts(
         (waiting(3600), JobState(), False),  # due: must run
         (job(preemptible=True), JobState(forced_resume=NOW - timedelta(seconds=3599)), False),
         (job(preemptible=True), JobState(forced_resume=NOW - timedelta(seconds=3600)), True),
+        (job(preemptible=True), JobState(resumed_at=NOW - timedelta(seconds=599)), False),
+        (job(preemptible=True), JobState(resumed_at=NOW - timedelta(seconds=600)), True),
     ],
 )
 def test_which_jobs_a_policy_may_give_0(the_job: ManagedJob, state: JobState, result: bool) -> None:
@@ -207,7 +212,7 @@ def test_a_suspension_and_a_resume_are_restarts_the_resume_with_a_whole_budget()
         6,
         0,
     )
-    assert back.forced_resume is None
+    assert (back.forced_resume, back.resumed_at) == (None, later)
     assert resumed(after, to=6, now=later, forced=True).forced_resume == later
 
 
@@ -247,6 +252,7 @@ def _engine(
         settle_seconds=0,
         cooldown_seconds=60,
         scale_down_stabilization_seconds=0,
+        min_run_seconds=120,
         max_held_seconds=max_held,
     )
     config = EngineConfig(
@@ -287,8 +293,10 @@ def test_the_engine_suspends_resumes_and_enforces_the_bound_with_events_and_metr
     assert not cluster.jobs_[long.key].suspended
     assert ("long", "Resumed", False) in cluster.events
     policy.counts["long"] = 0
-    for now in at[4:8]:  # held back again once its cooldown passed
+    for now in at[4:7]:  # not held back again within min_run_seconds of its resume
         engine.run_once(now=now)
+        assert not cluster.jobs_[long.key].suspended
+    engine.run_once(now=at[7])  # 120 s after it
     assert cluster.jobs_[long.key].held_back
     suspended_at = cluster.jobs_[long.key].held_since
     assert suspended_at is not None
