@@ -18,7 +18,7 @@ from autoscaler.sim.workload import WorkloadJob, format_workload, parse_workload
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 GPU = c.GPU_RESOURCE
-POLICY = GlobalOptimizer(GlobalOptimizerConfig())  # p = -0.25, restart 15 s, horizon 600 s
+POLICY = GlobalOptimizer(GlobalOptimizerConfig())  # p = -0.25, restart 15 s, hold 3600 s
 
 
 def snap(name: str, remaining: float, replicas: int = 2, **fields: Any) -> JobSnapshot:
@@ -43,12 +43,12 @@ def decide(*jobs: JobSnapshot, gpus: float = 4.0) -> dict[str, int]:
 
 # Utility w * E^-0.25 (maximised), E the remaining seconds; a count other than the current one
 # adds the 15 s stall (these jobs end within the 600 s horizon, or the stall is scaled by E/585).
-# Held back, E = 600 (the horizon) + 15 (its resume) + E at its minimum.
+# Held back, E = 3,600 (hold_seconds) + 15 (its resume) + E at its minimum.
 #
-# long: 40,000 samples: E(2) = 20,000 s; held back, 20,615 s.
+# long: 40,000 samples: E(2) = 20,000 s; held back, 23,615 s.
 # short: 400 samples: E(2) = 200 s, E(4) = 100 + 15 = 115 s.
 #   both at 2:              20,000^-.25 + 200^-.25 = 0.08409 + 0.26591 = 0.35000
-#   long held, short at 4:  20,615^-.25 + 115^-.25 = 0.08346 + 0.30537 = 0.38882  <- best
+#   long held, short at 4:  23,615^-.25 + 115^-.25 = 0.08067 + 0.30537 = 0.38604  <- best
 @pytest.mark.parametrize(
     ("preemptible", "expected"),
     [(False, {"long": 2, "short": 2}), (True, {"long": 0, "short": 4})],
@@ -59,17 +59,17 @@ def test_holding_a_long_job_back_lets_a_short_one_finish_sooner(
     assert decide(snap("long", 40_000, preemptible=preemptible), snap("short", 400)) == expected
 
 
-# Two jobs of 400 samples (E(2) = 200 s): held back, one waits 600 + 15 + 200 = 815 s.
+# Two jobs of 400 samples (E(2) = 200 s): held back, one finishes in 3,600 + 15 + 200 = 3,815 s.
 #   both at 2:            2 * 200^-.25             = 0.53183  <- best
-#   one held, one at 4:   815^-.25 + 115^-.25       = 0.18716 + 0.30537 = 0.49253
+#   one held, one at 4:   3,815^-.25 + 115^-.25     = 0.12724 + 0.30537 = 0.43261
 def test_no_job_is_held_back_when_sharing_finishes_both_sooner() -> None:
     a, b = snap("a", 400, preemptible=True), snap("b", 400, preemptible=True)
     assert decide(a, b) == {"a": 2, "b": 2}
 
 
 # 4 GPUs, three jobs of minimum 2: one must wait. Held back, a 400-sample job loses
-# 200^-.25 - 815^-.25 = 0.07876; the 4,000-sample one (E(2) = 2,000 s, held 2,615 s)
-# 2,000^-.25 - 2,615^-.25 = 0.00969: the longest waits.
+# 200^-.25 - 3,815^-.25 = 0.13867; the 4,000-sample one (E(2) = 2,000 s, held 5,615 s)
+# 2,000^-.25 - 5,615^-.25 = 0.03401: the longest waits.
 def test_when_the_minimums_do_not_fit_the_longest_preemptible_job_waits() -> None:
     jobs = [
         snap("s1", 400, preemptible=True),
@@ -82,10 +82,9 @@ def test_when_the_minimums_do_not_fit_the_longest_preemptible_job_waits() -> Non
     assert decide(*plain) == {"s1": 2, "s2": 2, "l": 2}
 
 
-# A held-back job pays its resume's stall at every count (outlasting the horizon, 15 s x
-# E/585): 'long' waits at 0 (with short at 4: 0.38882, above) rather than resume at 2
-# (20,000 + 513 s: 20,513^-.25 + 200^-.25 = 0.08356 + 0.26591 = 0.34947); once 'short' is
-# gone it resumes at its best count, 4.
+# A held-back job pays its resume's 15 s once at every count: 'long' waits at 0 (with short
+# at 4: 0.38604, above) rather than resume at 2 (20,015^-.25 + 200^-.25 = 0.08407 + 0.26591 =
+# 0.34999); alone it resumes at its best count, 4 (10,015^-.25 = 0.09996, at 0: 0.08067).
 def test_a_held_back_job_resumes_when_the_room_comes_at_its_best_count() -> None:
     long = snap("long", 40_000, preemptible=True, suspended=True, held_seconds=300.0)
     assert decide(long, snap("short", 400)) == {"long": 0, "short": 4}
