@@ -451,7 +451,8 @@ class Engine:
             objective=objective,
         )
         self._announce(job, record, settled, previous=previous, error=error)
-        predicted = curve.at(settled.replicas) if curve.known else None
+        # A held-back job trains at nothing: no prediction (not the NaN of a count off its curve).
+        predicted = curve.at(settled.replicas) if curve.known and settled.replicas else None
         outcome = Outcome(
             job=job,
             settled=settled,

@@ -286,7 +286,13 @@ def test_the_engine_suspends_resumes_and_enforces_the_bound_with_events_and_metr
     plain = engine.states[("ns", "plain")].last_decision
     assert plain is not None
     assert [s.reason for s in plain.steps][:2] == ["Scripted", "NotPreemptible"]
-    engine.run_once(now=at[2])  # within its cooldown: stays whatever the policy says
+    waiting = engine.run_once(now=at[2])  # within its cooldown: stays whatever the policy says
+    (outcome,) = [o for o in waiting.outcomes if o.job.name == "long"]
+    assert (outcome.current, outcome.predicted, outcome.settled.reason) == (
+        0,
+        None,
+        "RescaleCooldown",
+    )
     policy.counts["long"] = 3
     engine.run_once(now=at[3])  # 90 s after: resumed at 3
     assert cluster.writes[-1] == ("long", 3)
