@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from autoscaler.api import coordinates as c
-from autoscaler.clients.engine_cluster import queueing_patch
+from autoscaler.clients.engine_cluster import KubeCluster, queueing_patch
 from autoscaler.clients.jobs import managed_job
+from autoscaler.clients.kube import ConflictError
 from autoscaler.policies.contract import JobSnapshot, Snapshot
 from autoscaler.policies.global_optimizer import GlobalOptimizer, GlobalOptimizerConfig
 from autoscaler.sim.profiles import Profile, ProfileRow
@@ -251,3 +252,67 @@ def test_a_suspension_and_a_resume_are_one_patch_each_under_the_version_read() -
             "pytorchReplicaSpecs": {"Worker": {"replicas": 3}},
         },
     }
+
+
+class PatchingKube:
+    """Records each merge patch of a job; answers 409 while `conflict` is set."""
+
+    def __init__(self) -> None:
+        self.patches: list[dict[str, Any]] = []
+        self.conflict = False
+
+    def merge_patch(self, resource: object, namespace: str, name: str, patch: Any) -> Any:
+        self.patches.append(patch)
+        if self.conflict:
+            raise ConflictError("409: the object has been modified")
+        return manifest(patch["metadata"].get("annotations") or {})
+
+
+class NoEvents:
+    def record(self, event: object) -> None:
+        raise AssertionError("no Event expected")
+
+    def close(self) -> None:
+        pass
+
+
+def kube_cluster() -> tuple[KubeCluster, PatchingKube]:
+    kube = PatchingKube()
+    return KubeCluster(kube, recorder=NoEvents()), kube  # type: ignore[arg-type]
+
+
+def test_a_suspension_under_a_stale_version_is_refused_and_not_retried() -> None:
+    cluster, kube = kube_cluster()
+    job = managed_job(manifest({}))
+    assert job is not None
+    kube.conflict = True
+    result = cluster.suspend(job, since=NOW)
+    assert (result.written, result.replicas) == (False, 2)
+    assert "changed since it was read" in result.error
+    assert len(kube.patches) == 1
+    kube.conflict = False
+    assert cluster.resume(job, replicas=3).written
+    assert kube.patches[-1]["spec"]["pytorchReplicaSpecs"] == {"Worker": {"replicas": 3}}
+
+
+def test_no_queueing_write_without_the_version_it_was_read_at() -> None:
+    cluster, kube = kube_cluster()
+    obj = manifest({})
+    del obj["metadata"]["resourceVersion"]
+    job = managed_job(obj)
+    assert job is not None
+    assert not cluster.suspend(job, since=NOW).written
+    assert kube.patches == []
+
+
+@pytest.mark.parametrize(
+    ("suspend", "patched"), [(False, {c.ANNOTATION_HELD_SINCE: None}), (True, {})]
+)
+def test_the_marker_of_a_job_someone_else_resumed_goes_with_its_state_save(
+    suspend: bool, patched: dict[str, None]
+) -> None:
+    cluster, kube = kube_cluster()
+    job = managed_job(manifest({c.ANNOTATION_HELD_SINCE: "2026-12-01T10:00:00Z"}, suspend=suspend))
+    assert job is not None
+    cluster.save_state(job, state="{}")
+    assert kube.patches == [{"metadata": {"annotations": {c.ANNOTATION_STATE: "{}", **patched}}}]
