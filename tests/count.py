@@ -2,7 +2,7 @@
 
 Counted from pytest's own collection and the markers: `integration` (a real kube-apiserver,
 etcd, scheduler, controller manager, Prometheus or Kueue, started by fixtures), `e2e` (real
-torchrun training, a subset of those); the rest are unit tests that touch no server."""
+training, torchrun and torchft, a subset of those); the rest are unit tests that touch no server."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def main() -> int:
     unit = len(counter.markers) - servers
     print(
         f"tests: {len(counter.markers)}: {servers} against real servers "
-        f"({training} of them real torchrun training), {unit} unit tests"
+        f"({training} of them real training), {unit} unit tests"
     )
     return 0
 

@@ -59,6 +59,12 @@ ANNOTATION_ALLOWED_REPLICAS: Final = f"{ENGINE_PREFIX}/allowed-replicas"
 # without the training helper: `{namespace}`, `{name}` and `{window}` are filled in (escaped).
 ANNOTATION_THROUGHPUT_QUERY: Final = f"{ENGINE_PREFIX}/throughput-query"
 ANNOTATION_STATE: Final = f"{ENGINE_PREFIX}/state"  # the engine's memory of the job (JSON)
+# "true": the engine may hold the job back (suspend it, 0 workers) while others run; "false" or
+# unset: never. Any other value is ignored (an InvalidAnnotation Warning).
+ANNOTATION_PREEMPTIBLE: Final = f"{ENGINE_PREFIX}/preemptible"
+# Set by the engine, in the same write that suspends the job, to the time it held it back: what
+# tells its suspension from a user's (which the engine never resumes). Removed when it resumes it.
+ANNOTATION_HELD_SINCE: Final = f"{ENGINE_PREFIX}/held-since"
 ENGINE_NAME: Final = "elastic-autoscaler-engine"
 
 # The label that hands a job to a Kueue LocalQueue (Kueue's `constants.QueueLabel`). Kueue admits

@@ -109,6 +109,7 @@ def _job_lines(report: dict[str, Any]) -> list[str]:
         f"Rescales:  {restarts['rescales']} (restart budget left: {budget}),"
         f" last {_or(report['last_rescale'], 'never')}",
         *_work_lines(report["work"]),
+        *_queueing_lines(report["queueing"]),
         "Throughput (samples/s by workers):",
         *(
             f"  {row['replicas']:>4}  {_or(row['samples_per_second'], '-', '{:.4g}'):>10}"
@@ -116,6 +117,22 @@ def _job_lines(report: dict[str, Any]) -> list[str]:
             for row in report["curve"]
         ),
     ]
+
+
+def _queueing_lines(queueing: dict[str, Any]) -> list[str]:
+    """Only for a job that may be held back or is suspended."""
+    by = queueing["suspended_by"]
+    if not queueing["preemptible"] and by is None:
+        return []
+    now = (
+        f"held back by the engine since {queueing['held_since']}"
+        if by == "engine"
+        else ("suspended by its user (never resumed by the engine)" if by == "user" else "running")
+    )
+    may = "preemptible" if queueing["preemptible"] else "not preemptible"
+    forced = queueing["forced_resume"]
+    bound = f", resumed by the starvation bound at {forced}" if forced else ""
+    return [f"Queueing:  {may}; {now}; held back {queueing['suspensions']} times{bound}"]
 
 
 def _work_lines(work: dict[str, Any]) -> list[str]:

@@ -13,13 +13,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from autoscaler.policies.registry import PolicyError
+from autoscaler.policies.registry import DEFAULT_POLICY, PolicyError
 from autoscaler.sim.bundled import DEFAULT_CONFIG
-from autoscaler.sim.comparison import compare
+from autoscaler.sim.comparison import Comparison, compare
 from autoscaler.sim.errors import SimInputError
 from autoscaler.sim.inputs import read_inputs
 from autoscaler.sim.lineup import DEFAULT_POLICIES
 from autoscaler.sim.progress import ProgressBar
+from autoscaler.sim.simulation import SimConfig
 
 USAGE_ERROR = 2
 
@@ -67,6 +68,12 @@ def add_simulate_command(commands: Any) -> None:
         help="which jobs run in torchft mode (a resize pauses them briefly instead of restarting"
         " every worker): those the workload's fault_tolerance column marks, or all; with"
         " workload, the first policy is also run with all of them, to show the effect",
+    )
+    simulate.add_argument(
+        "--queueing",
+        action="store_true",
+        help="also run the default policy with every job preemptible (the engine may hold jobs"
+        " back), as a row of its own",
     )
     simulate.add_argument(
         "--check",
@@ -136,6 +143,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             )
         finally:
             bar.close()
+        queued = _queued(args, jobs=jobs, profiles=profiles, config=config)
     except (SimInputError, PolicyError) as error:
         print(f"error: {error}", file=sys.stderr)
         return USAGE_ERROR
@@ -149,7 +157,29 @@ def run_simulate(args: argparse.Namespace) -> int:
         names = ", ".join(path.name for path in written)
         print(f"wrote results.json, {names} to {args.out}", file=sys.stderr)
     if args.output == "json":
-        print(json.dumps(comparison.to_json(), indent=2))
+        figures = comparison.to_json()
+        if queued is not None:
+            figures["preemptible_jobs"] = queued.to_json()
+        print(json.dumps(figures, indent=2))
     else:
-        sys.stdout.write(comparison.table())
+        sys.stdout.write(comparison.table(queued=queued))
     return 0
+
+
+def _queued(
+    args: argparse.Namespace, *, jobs: Any, profiles: Any, config: SimConfig
+) -> Comparison | None:
+    """With --queueing: the default policy again, every job preemptible."""
+    if not args.queueing:
+        return None
+    bar = ProgressBar(sys.stderr)
+    try:
+        return compare(
+            workload=jobs,
+            profiles=profiles,
+            policies=[DEFAULT_POLICY],
+            config=replace(config, preemptible=True),
+            progress=bar,
+        )
+    finally:
+        bar.close()

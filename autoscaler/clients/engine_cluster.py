@@ -16,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 
 from autoscaler.api import coordinates as c
 from autoscaler.api.quantity import parse_resources
+from autoscaler.api.timestamps import format_timestamp
 from autoscaler.clients.informer import Informer
 from autoscaler.clients.jobs import managed_job, pod_requests
 from autoscaler.clients.kube import JOBS, PODS, ConflictError, Kube, NotFoundError, Resource
@@ -227,8 +228,38 @@ class KubeCluster:
             error=f"{SCALE_ATTEMPTS} write conflicts in a row after reading /scale",
         )
 
+    def suspend(self, job: ManagedJob, *, since: datetime) -> ScaleResult:
+        """One merge patch under the version the job was read at: suspend and the marker (an
+        API server answers 409 to a stale `metadata.resourceVersion` in a patch)."""
+        marker = {c.ANNOTATION_HELD_SINCE: format_timestamp(since)}
+        patch = queueing_patch(job, suspend=True, annotations=marker)
+        return self._patch_job(job, patch, replicas=job.replicas)
+
+    def resume(self, job: ManagedJob, *, replicas: int) -> ScaleResult:
+        """One merge patch under the version the job was read at: the count, suspend unset and
+        the marker removed, so no other write can come between them."""
+        patch = queueing_patch(
+            job, suspend=False, annotations={c.ANNOTATION_HELD_SINCE: None}, replicas=replicas
+        )
+        return self._patch_job(job, patch, replicas=replicas)
+
+    def _patch_job(self, job: ManagedJob, patch: JSON, *, replicas: int) -> ScaleResult:
+        if not job.resource_version:  # unconditional, it could undo another write: never sent
+            return ScaleResult(written=False, replicas=job.replicas, error="no version known")
+        try:
+            with self._writes.one():
+                self.kube.merge_patch(JOBS, job.namespace, job.name, patch)
+        except ConflictError:
+            error = "the job changed since it was read: decided again next round"
+            return ScaleResult(written=False, replicas=job.replicas, error=error)
+        except (NotFoundError, ApiException) as error:
+            return ScaleResult(written=False, replicas=job.replicas, error=_describe(error))
+        return ScaleResult(written=True, replicas=replicas)
+
     def save_state(self, job: ManagedJob, *, state: str) -> ManagedJob | None:
-        patch = {"metadata": {"annotations": {c.ANNOTATION_STATE: state}}}
+        patch: JSON = {"metadata": {"annotations": {c.ANNOTATION_STATE: state}}}
+        if job.held_since is not None and not job.suspended:  # resumed by someone else
+            patch["metadata"]["annotations"][c.ANNOTATION_HELD_SINCE] = None
         with self._writes.one():
             saved = self.kube.merge_patch(JOBS, job.namespace, job.name, patch)
         try:
@@ -280,6 +311,21 @@ def free_capacity(
             if name in totals:
                 totals[name] -= amount
     return {name: max(0.0, amount) for name, amount in totals.items()}, skipped
+
+
+def queueing_patch(
+    job: ManagedJob,
+    *,
+    suspend: bool,
+    annotations: Mapping[str, str | None],
+    replicas: int | None = None,
+) -> JSON:
+    """The merge patch that suspends or resumes the job, under the version it was read at."""
+    spec: JSON = {"runPolicy": {"suspend": suspend}}
+    if replicas is not None:
+        spec["pytorchReplicaSpecs"] = {c.WORKER: {"replicas": replicas}}
+    metadata = {"resourceVersion": job.resource_version, "annotations": dict(annotations)}
+    return {"metadata": metadata, "spec": spec}
 
 
 def scale_body(job: ManagedJob, *, replicas: int) -> JSON:

@@ -4,6 +4,7 @@
 import logging
 import math
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from autoscaler import fault_tolerance, torchrun
@@ -17,6 +18,7 @@ from autoscaler.engine.ports import HpaCondition, HpaStatus, ManagedJob, Owner
 JSON = Mapping[str, Any]
 log = logging.getLogger(__name__)
 FINISHED = ("Succeeded", "Failed")
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def managed_job(obj: JSON) -> ManagedJob | None:
@@ -38,6 +40,7 @@ def managed_job(obj: JSON) -> ManagedJob | None:
     query, query_problem = throughput_query(annotations.get(c.ANNOTATION_THROUGHPUT_QUERY))
     # torchft mode: a resize pauses the survivors about a second and spends no torchrun restart.
     torchft = annotations.get(fault_tolerance.ANNOTATION) == fault_tolerance.TORCHFT
+    may_hold, preemptible_problem = preemptible(annotations.get(c.ANNOTATION_PREEMPTIBLE))
     return ManagedJob(
         namespace=metadata.get("namespace", ""),
         name=metadata["name"],
@@ -69,8 +72,13 @@ def managed_job(obj: JSON) -> ManagedJob | None:
         allowed_replicas=allowed,
         throughput_query=query,
         problems=tuple(
-            problem for problem in (total_problem, allowed_problem, query_problem) if problem
+            problem
+            for problem in (total_problem, allowed_problem, query_problem, preemptible_problem)
+            if problem
         ),
+        preemptible=may_hold,
+        suspended=bool((spec.get("runPolicy") or {}).get("suspend")),
+        held_since=_held_since(annotations.get(c.ANNOTATION_HELD_SINCE)),
     )
 
 
@@ -158,6 +166,28 @@ def total_samples(text: str | None) -> tuple[float | None, str]:
     if not math.isfinite(value) or value <= 0:
         return None, f"{c.ANNOTATION_TOTAL_SAMPLES} {text!r} is not a positive number: ignored"
     return value, ""
+
+
+def preemptible(text: str | None) -> tuple[bool, str]:
+    """Whether the job lets the engine hold it back, and why the annotation is ignored (then
+    it is not: never by default)."""
+    if text is None or text == "false":
+        return False, ""
+    if text == "true":
+        return True, ""
+    return False, f'{c.ANNOTATION_PREEMPTIBLE} {text!r} is neither "true" nor "false": ignored'
+
+
+def _held_since(text: str | None) -> datetime | None:
+    """When the engine suspended the job (its marker); an unreadable marker is the engine's
+    anyway (only the engine writes it), dated at the epoch so the starvation bound is due."""
+    if text is None:
+        return None
+    try:
+        return parse_timestamp(text)
+    except ValueError:
+        log.warning("unreadable %s %r: held since the epoch", c.ANNOTATION_HELD_SINCE, text)
+        return EPOCH
 
 
 MAX_QUERY_CHARS = 4096

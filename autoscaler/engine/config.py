@@ -86,6 +86,16 @@ class SettleConfig(Strict):
         default=50,
         description="most jobs rescaled in one round, the rest in later ones; null = no limit",
     )
+    min_run_seconds: NonNegativeFloat = Field(
+        default=600.0,
+        description="a job the engine resumed is not held back again for this long (each hold"
+        " and resume costs a restart)",
+    )
+    max_held_seconds: PositiveFloat = Field(
+        default=3600.0,
+        description="a preemptible job the engine held back this long is resumed at least at its"
+        " minimum whatever the policy wishes, and then not held back again for as long",
+    )
 
 
 class EngineConfig(Strict):

@@ -23,11 +23,21 @@ from autoscaler.engine.ports import (
     ManagedJob,
     Owner,
     Progress,
+    ScaleResult,
     ThroughputSource,
+)
+from autoscaler.engine.queueing import (
+    queue,
+    queue_view,
+    resumed,
+    suspended,
+    waiting_hold,
 )
 from autoscaler.engine.report import Outcome, RoundReport, count_others, export, log_records
 from autoscaler.engine.settle import (
+    STARVATION_STEP,
     Settled,
+    current,
     fit_capacity,
     hold,
     limit_rescales,
@@ -112,7 +122,7 @@ class Engine:
         elastic = self.cluster.jobs()
         if self.metrics:
             count_others(self.metrics, elastic)
-        jobs = [job for job in elastic if job.owner is Owner.ENGINE and not job.finished]
+        jobs = [job for job in elastic if _sized(job)]
         self._warn_invalid(jobs)
         readings = self._read(jobs, now=now)
         progress = self._progress(jobs, now=now)
@@ -128,14 +138,28 @@ class Engine:
         # thread only waits for the policy's worker (fitting took 33-62 ms of bench-scale's
         # 5,000-job rounds, before their first write).
         fitting = self._writers.submit(curves, view, model=self.model)
-        proposals = self._decide(pinned(view, holds), jobs=jobs, now=now)
+        shown = queue_view(
+            pinned(view, holds),
+            {job.key: job for job in jobs},
+            self.states,
+            holds,
+            now=now,
+            config=self.config.settle,
+        )
+        proposals = self._decide(shown, jobs=jobs, now=now)
         settled = self._settle(jobs, proposals=proposals, holds=holds, capacity=capacity, now=now)
         fitted = fitting.result()
-        counts = {key: one.replicas for key, one in settled.items()}
+        counts = {key: one.replicas for key, one in settled.items() if one.replicas > 0}
+        running = view.model_copy(update={"jobs": [j for j in view.jobs if j.key in counts]})
         # Scored on a writer thread too, while the first writes go out (34-67 ms of bench-scale's
         # rounds, before their first write); a rescale's record waits for it after its write.
         scoring = self._writers.submit(
-            objective_value, view, counts, objective=self.objective, model=self.model, fitted=fitted
+            objective_value,
+            running,
+            counts,
+            objective=self.objective,
+            model=self.model,
+            fitted=fitted,
         )
         outcomes = self._act_all(
             jobs,
@@ -189,6 +213,9 @@ class Engine:
                 job, state, reading=readings[job.key], samples_done=done, now=now, config=config
             )
             self.states[job.key] = state
+            if job.held_back:  # no pods, so no reading: only its cooldown holds it
+                holds[job.key] = waiting_hold(job, state, now=now, config=config)
+                continue
             holds[job.key] = hold(
                 job,
                 state,
@@ -209,13 +236,8 @@ class Engine:
         now: datetime,
     ) -> dict[JobKey, Settled]:
         settled = {
-            job.key: settle(
-                job,
-                self.states[job.key],
-                proposal=proposals.steps[job.key],
-                held=holds[job.key],
-                now=now,
-                config=self.config.settle,
+            job.key: self._settle_one(
+                job, proposal=proposals.steps[job.key], held=holds[job.key], now=now
             )
             for job in jobs
         }
@@ -223,6 +245,20 @@ class Engine:
             jobs, settled, self.states, limit=self.config.settle.max_rescales_per_round
         )
         return fit_capacity(jobs, limited, capacity=capacity)
+
+    def _settle_one(
+        self, job: ManagedJob, *, proposal: Step, held: Step | None, now: datetime
+    ) -> Settled:
+        """Queueing first (suspend, stay held back, resume), then the usual settle steps."""
+        config, state = self.config.settle, self.states[job.key]
+        queued = queue(job, state, proposal=proposal, held=held, now=now, config=config)
+        if queued.settled is not None:
+            return queued.settled
+        last = state.last_decision
+        if queued.prefix and (last is None or queued.proposal not in last.steps):
+            log.warning("%s/%s: %s", job.namespace, job.name, queued.proposal.message)
+        result = settle(job, state, proposal=queued.proposal, held=held, now=now, config=config)
+        return Settled(replicas=result.replicas, steps=(*queued.prefix, *result.steps))
 
     def _read(self, jobs: Sequence[ManagedJob], *, now: datetime) -> dict[JobKey, float | None]:
         try:
@@ -273,9 +309,9 @@ class Engine:
             if fallback or decision is None:
                 reason = fallback or "NotDecided"
                 why = fallback or "the policy returned no count for the job"
-                message = f"kept at {job.replicas}: {why}"
+                message = f"kept at {current(job)}: {why}"
                 steps[job.key] = Step(
-                    name="policy", replicas=job.replicas, reason=reason, message=message
+                    name="policy", replicas=current(job), reason=reason, message=message
                 )
             else:
                 steps[job.key] = Step(
@@ -303,7 +339,7 @@ class Engine:
         writers after the counts, and the round does not wait for them (`finish_saves`)."""
         # The rescales go to the writers first, so their requests overlap the rest of the loop
         # (at 5,000 jobs the loop takes longer than a round's 50 rescales' writes).
-        moving = [job for job in jobs if settled[job.key].replicas != job.replicas]
+        moving = [job for job in jobs if settled[job.key].replicas != current(job)]
         rescales = {
             job.key: self._writers.submit(
                 partial(
@@ -356,12 +392,13 @@ class Engine:
         """On a writer thread: the state stored ahead if needed, then the /scale write; the
         job's state after it (saved later, with the round's other states)."""
         written, error = False, ""
-        current = self._write_ahead(job, proposal, now=now)
-        if current is None:
+        # A suspension changes no count (its marker dates it): nothing to store ahead of it.
+        ahead = job if settled.replicas == 0 else self._write_ahead(job, proposal, now=now)
+        if ahead is None:
             error = "the state could not be stored before the write"
         else:
             try:
-                result = self.cluster.scale(current, replicas=settled.replicas)
+                result = self._write(ahead, replicas=settled.replicas, now=now)
                 written, error = result.written, result.error
             except Exception as failure:  # one job's broken write must not fail the round
                 log.exception("writing the count of %s/%s failed", job.namespace, job.name)
@@ -370,6 +407,14 @@ class Engine:
         return self._act(job, settled, proposal, reading=reading, curve=curve,
                          objective=objective.result(), now=now, written=written,
                          error=error)  # fmt: skip
+
+    def _write(self, job: ManagedJob, *, replicas: int, now: datetime) -> ScaleResult:
+        """The one write of the job's count: a suspension, a resume, or /scale."""
+        if replicas == 0:
+            return self.cluster.suspend(job, since=now)
+        if job.held_back:
+            return self.cluster.resume(job, replicas=replicas)
+        return self.cluster.scale(job, replicas=replicas)
 
     def _act(
         self,
@@ -387,7 +432,12 @@ class Engine:
         """The job's state and outcome after this round's write (if any): no I/O but Events."""
         state = self.states[job.key]
         previous = state.last_decision
-        if written:
+        if written and settled.replicas == 0:
+            state = suspended(state, now=now)
+        elif written and job.held_back:
+            forced = settled.steps[-1].name == STARVATION_STEP
+            state = resumed(state, to=settled.replicas, now=now, forced=forced)
+        elif written:
             state = rescaled(state, to=settled.replicas, now=now)
         record = DecisionRecord(
             time=now,
@@ -401,7 +451,8 @@ class Engine:
             objective=objective,
         )
         self._announce(job, record, settled, previous=previous, error=error)
-        predicted = curve.at(settled.replicas) if curve.known else None
+        # A held-back job trains at nothing: no prediction (not the NaN of a count off its curve).
+        predicted = curve.at(settled.replicas) if curve.known and settled.replicas else None
         outcome = Outcome(
             job=job,
             settled=settled,
@@ -438,6 +489,9 @@ class Engine:
                 warning=True,
             )
             return
+        if record.written and (record.replicas == 0 or job.held_back):
+            self._announce_queueing(job, record, settled)
+            return
         if record.written:
             message = (
                 f"{job.replicas} -> {record.replicas} workers ({record.reason}): {record.message}"
@@ -451,6 +505,22 @@ class Engine:
             return
         warning = held.startswith("Policy") or held == "MetricsUnavailable"
         self.cluster.event(job, reason=held, message=record.message, warning=warning)
+
+    def _announce_queueing(self, job: ManagedJob, record: DecisionRecord, settled: Settled) -> None:
+        """A held back or resumed job: an Event saying why, and the metric."""
+        first = settled.steps[0]
+        if record.replicas == 0:
+            action, reason = "suspended", first.reason
+            message = f"{job.replicas} -> 0 workers, suspended ({first.reason}): {first.message}"
+            self.cluster.event(job, reason="HeldBack", message=message)
+        else:
+            last = settled.steps[-1]
+            action = "resumed"
+            reason = last.reason if last.name == STARVATION_STEP else first.reason
+            message = f"0 -> {record.replicas} workers, resumed ({reason}): {last.message}"
+            self.cluster.event(job, reason="Resumed", message=message)
+        if self.metrics:
+            self.metrics.queueing.labels(action, reason).inc()
 
     def _write_ahead(self, job: ManagedJob, proposal: Step, *, now: datetime) -> ManagedJob | None:
         """Before a write, the stored state must hold the count the write changes: then a
@@ -547,6 +617,11 @@ class Acted:
     saved: tuple[Essence, datetime] | None = None
 
 
+def _sized(job: ManagedJob) -> bool:
+    """The engine sizes its own unfinished jobs, but never one its user suspended."""
+    return job.owner is Owner.ENGINE and not job.finished and (job.held_back or not job.suspended)
+
+
 def _with_declared_total(job: ManagedJob, progress: Progress | None) -> ManagedJob:
     """The job's total work: its annotation, else what its training helper reports."""
     reported = progress.total_samples if progress is not None else None
@@ -590,6 +665,7 @@ def essence(state: JobState) -> Essence:
         state.last_rescale,
         state.rescales,
         state.restarts_spent,
+        state.forced_resume,
         left,
         "" if held in FOLLOWS_A_RESCALE else held,
     )

@@ -51,9 +51,22 @@ def explain(
         "restarts": _restarts(job, state),
         "work": _work(job, state),
         "last_rescale": state.last_rescale.isoformat() if state.last_rescale else None,
+        "queueing": _queueing(job, state),
         "throughput": _points(state, now=now),
         "curve": _curve(job, state, now=now, model=model),
         "decisions": [record.model_dump(mode="json") for record in reversed(state.decisions)],
+    }
+
+
+def _queueing(job: ManagedJob, state: JobState) -> JSON:
+    """Whether the job may be held back, whether it is (and by whom), and how often it was."""
+    by = "engine" if job.held_back else "user" if job.suspended else None
+    return {
+        "preemptible": job.preemptible,
+        "suspended_by": by,
+        "held_since": job.held_since.isoformat() if job.held_back and job.held_since else None,
+        "suspensions": state.suspensions,
+        "forced_resume": state.forced_resume.isoformat() if state.forced_resume else None,
     }
 
 

@@ -63,10 +63,20 @@ class ManagedJob:
     # The resourceVersion it was read at: a /scale write under it is refused (409) if the job
     # changed since. "" when unknown (the simulator has no versions).
     resource_version: str = ""
+    # Queueing: the job lets the engine hold it back (0 workers); its spec's suspend; when the
+    # engine suspended it (its marker annotation; None with `suspended`: the user's suspension).
+    preemptible: bool = False
+    suspended: bool = False
+    held_since: datetime | None = None
 
     @cached_property
     def key(self) -> JobKey:  # read ~40 times per job and round: built once
         return (self.namespace, self.name)
+
+    @property
+    def held_back(self) -> bool:
+        """Suspended by the engine (not by its user): waiting for the engine to resume it."""
+        return self.suspended and self.held_since is not None
 
 
 @dataclass(frozen=True)
@@ -104,6 +114,16 @@ class Cluster(Protocol):
 
     def scale(self, job: ManagedJob, *, replicas: int) -> ScaleResult:
         """Write the worker count through /scale (only if `job.replicas` is still current)."""
+        ...
+
+    def suspend(self, job: ManagedJob, *, since: datetime) -> ScaleResult:
+        """Hold the job back: its suspend set and the engine's marker (`since`) in one write,
+        only if the job is still as read (its count is left as it is)."""
+        ...
+
+    def resume(self, job: ManagedJob, *, replicas: int) -> ScaleResult:
+        """Resume a job the engine held back: the count, suspend unset and the marker removed in
+        one write, only if the job is still as read."""
         ...
 
     def save_state(self, job: ManagedJob, *, state: str) -> ManagedJob | None:

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from autoscaler.engine.ports import OWNER_REASONS, JobKey, ManagedJob, Owner
-from autoscaler.engine.settle import Settled, requested
+from autoscaler.engine.settle import Settled, current, requested
 from autoscaler.observability.engine_metrics import EngineMetrics
 from autoscaler.policies.contract import Snapshot
 
@@ -23,7 +23,7 @@ class Outcome:
     @property
     def current(self) -> int:
         """The job's count after the round: the settled one if it was written."""
-        return self.settled.replicas if self.written else self.job.replicas
+        return self.settled.replicas if self.written else current(self.job)
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def log_records(report: RoundReport) -> list[dict[str, Any]]:
             "name": o.job.name,
             "min_replicas": o.job.min_replicas,
             "max_replicas": o.job.max_replicas,
-            "replicas_before": o.job.replicas,
+            "replicas_before": current(o.job),
             "proposed": o.settled.steps[0].replicas,
             "replicas": o.settled.replicas,
             "reason": o.settled.reason,

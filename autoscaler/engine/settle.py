@@ -15,6 +15,8 @@ from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.ports import JobKey, ManagedJob
 from autoscaler.engine.state import JobState, Point, Step
 
+STARVATION_STEP = "starvation"  # the step of a resume the starvation bound forces
+
 
 def observe(
     job: ManagedJob,
@@ -85,6 +87,12 @@ def rescaled(state: JobState, *, to: int, now: datetime) -> JobState:
             "replicas": to,
         }
     )
+
+
+def current(job: ManagedJob) -> int:
+    """The workers the job has now: none while the engine holds it back (its spec keeps the
+    count it ran at), else its spec."""
+    return 0 if job.held_back else job.replicas
 
 
 def restarts_left(job: ManagedJob, state: JobState) -> int | None:
@@ -294,19 +302,19 @@ def limit_rescales(
     benchmark's shared API server), deciding nothing for any job meanwhile; and a policy that
     flips every count would restart every job of the cluster at once. The default, 50 a round
     of 30 s, is about 6 writes a second, near client-go's default client rate (5 a second)."""
-    changing = [job for job in jobs if settled[job.key].replicas != job.replicas]
+    changing = [job for job in jobs if settled[job.key].replicas != current(job)]
     if limit is None or len(changing) <= limit:
         return dict(settled)
 
     def turn(job: ManagedJob) -> tuple[bool, datetime, JobKey]:
         last = states[job.key].last_rescale if job.key in states else None
-        return settled[job.key].replicas > job.replicas, last or job.created, job.key
+        return settled[job.key].replicas > current(job), last or job.created, job.key
 
     message = f"{len(changing)} jobs would rescale this round: at most {limit} do"
     result = dict(settled)
     for job in sorted(changing, key=turn)[limit:]:
-        step = Step(name="limit", replicas=job.replicas, reason="RescalesLimited", message=message)
-        result[job.key] = Settled(replicas=job.replicas, steps=(*settled[job.key].steps, step))
+        step = Step(name="limit", replicas=current(job), reason="RescalesLimited", message=message)
+        result[job.key] = Settled(replicas=current(job), steps=(*settled[job.key].steps, step))
     return result
 
 
@@ -316,12 +324,18 @@ def fit_capacity(
     *,
     capacity: Mapping[str, float],
 ) -> dict[JobKey, Settled]:
-    """Undo scale-ups, largest first, while the result needs more than there is (or than now)."""
+    """Undo scale-ups and resumes, largest first, while the result needs more than there is (or
+    than now); a resume the starvation bound forces is never undone."""
     result = dict(settled)
-    now = requested(jobs, {job.key: job.replicas for job in jobs}, capacity=capacity)
+    now = requested(jobs, {job.key: current(job) for job in jobs}, capacity=capacity)
     wanted = requested(jobs, {key: one.replicas for key, one in result.items()}, capacity=capacity)
     growing = sorted(
-        (job for job in jobs if result[job.key].replicas > job.replicas),
+        (
+            job
+            for job in jobs
+            if result[job.key].replicas > current(job)
+            and result[job.key].steps[-1].name != STARVATION_STEP
+        ),
         key=lambda job: -_extra(job, result[job.key].replicas),
     )
     for job in growing:
@@ -329,19 +343,19 @@ def fit_capacity(
             break
         for resource in capacity:
             size = job.resources_per_replica.get(resource, 0.0)
-            wanted[resource] -= (result[job.key].replicas - job.replicas) * size
+            wanted[resource] -= (result[job.key].replicas - current(job)) * size
         step = Step(
             name="capacity",
-            replicas=job.replicas,
+            replicas=current(job),
             reason="InsufficientCapacity",
             message="the other jobs' counts leave no room to grow",
         )
-        result[job.key] = Settled(replicas=job.replicas, steps=(*result[job.key].steps, step))
+        result[job.key] = Settled(replicas=current(job), steps=(*result[job.key].steps, step))
     return result
 
 
 def _extra(job: ManagedJob, replicas: int) -> float:
-    return sum(size * (replicas - job.replicas) for size in job.resources_per_replica.values())
+    return sum(size * (replicas - current(job)) for size in job.resources_per_replica.values())
 
 
 def requested(

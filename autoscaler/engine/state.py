@@ -72,6 +72,11 @@ class JobState(BaseModel):
     attained_seconds: float = 0.0
     accounted_at: datetime | None = None
     recommendations: list[tuple[datetime, int]] = []
+    # Queueing: how often the engine held the job back, and when the starvation bound last
+    # resumed it (it is not held back again within `max_held_seconds` of that).
+    suspensions: int = 0
+    resumed_at: datetime | None = None
+    forced_resume: datetime | None = None
     decisions: list[DecisionRecord] = []  # the latest few different ones, newest last
 
     @property

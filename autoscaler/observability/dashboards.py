@@ -351,6 +351,8 @@ def scaling_decisions(m: EngineMetrics | None = None) -> JSON:
     writes = q.select(q.series(m.writes), on)
     written = q.select(q.series(m.writes), on, f'{result}="written"')
     unavailable = q.select(q.series(m.metrics_unavailable), on)
+    action, queued_reason = q.label(m.queueing, "action"), q.label(m.queueing, "reason")
+    queueing = q.select(q.series(m.queueing), on)
     used_by = f"sum by ({resource}) ({q.select(q.series(m.capacity_used), on)})"
     available_by = f"sum by ({resource}) ({q.select(q.series(m.capacity), on)})"
     panels: list[timeseries.Panel | stat.Panel] = [
@@ -423,6 +425,19 @@ def scaling_decisions(m: EngineMetrics | None = None) -> JSON:
             "Writes through /scale: written, unchanged (already there) or error.",
             [target(f"sum by ({result}) ({q.rate(writes)})", f"{{{{{result}}}}}")],
             unit="wps",
+        ),
+        timeseries_panel(
+            "Held back and resumed",
+            "Preemptible jobs the engine suspended and resumed, by action and reason (HeldTooLong:"
+            " the starvation bound), in each interval.",
+            [
+                target(
+                    f"sum by ({action}, {queued_reason}) (increase({queueing}[$__interval]))",
+                    f"{{{{{action}}}}} {{{{{queued_reason}}}}}",
+                )
+            ],
+            unit="none",
+            width=WIDTH,
         ),
         timeseries_panel(
             "Throughput: observed vs predicted",

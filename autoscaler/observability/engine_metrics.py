@@ -23,6 +23,7 @@ class EngineMetrics:
     fallbacks: Counter
     worker_replacements: Counter
     metrics_unavailable: Counter
+    queueing: Counter
     solve_seconds: Histogram
     objective: Gauge
     capacity: Gauge
@@ -94,6 +95,13 @@ def engine_metrics() -> EngineMetrics:
             " (Prometheus unreachable, an HTTP error, a result of several series or unparsable)"
             " or no_data (the query answered with nothing usable)",
             ["cause"],
+            registry=registry,
+        ),
+        queueing=Counter(
+            "autoscaler_queueing",
+            "Preemptible jobs held back (action=suspended) and resumed (action=resumed), by the"
+            " reason (the policy's, or HeldTooLong: the starvation bound)",
+            ["action", "reason"],
             registry=registry,
         ),
         solve_seconds=Histogram(

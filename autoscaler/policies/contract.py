@@ -71,6 +71,19 @@ class JobSnapshot(BaseModel):
         description="the only counts the job may run at, ascending within [min, max]"
         " (None = every count in the bounds)",
     )
+    preemptible: bool = Field(
+        default=False,
+        description="the policy may give the job 0 workers: the engine then holds it back"
+        " (suspends it) until a count comes again; False = at least min_replicas",
+    )
+    suspended: bool = Field(
+        default=False,
+        description="held back by the engine: no worker runs, replicas is the count it last ran"
+        " at, and any count it is given resumes it (a restart, from its checkpoint)",
+    )
+    held_seconds: NonNegativeFloat | None = Field(
+        default=None, description="seconds since the engine held the job back (when suspended)"
+    )
 
     @property
     def key(self) -> tuple[str, str]:
@@ -119,7 +132,8 @@ class Snapshot(BaseModel):
 
 @dataclass(frozen=True)
 class Decision:
-    """A policy's wish for one job: a worker count, a CamelCase reason and a message for people."""
+    """A policy's wish for one job: a worker count, a CamelCase reason and a message for people.
+    0 holds the job back (only a `preemptible` job; any other is kept at its minimum)."""
 
     namespace: str
     name: str

@@ -6,6 +6,9 @@ from Kubernetes and Prometheus.
   `declared_work` each job declares its total samples (iterations x global batch), as the
   `total-samples` annotation or the training helper would.
 - `capacity()` is `{"nvidia.com/gpu": total GPUs}`: every job here is the engine's.
+- `preemptible`: every job lets the engine hold it back (else only those the workload marks);
+  `suspend()` and `resume()` hold a job back and queue it again (`SimState.suspend`, `resume`),
+  under the same conflict check as `scale()`.
 - `scale()` writes the spec if `job.replicas` is still current (else a conflict, as a
   resourceVersion mismatch would be) and the count is within the job's bounds.
 - `SimThroughput.read` reports samples/s (iterations/s x global batch) of a job that is training
@@ -45,11 +48,18 @@ class SimCluster:
     """The simulated cluster as the engine sees it (implements `ports.Cluster`)."""
 
     def __init__(
-        self, state: SimState, *, namespace: str, origin: datetime, declared_work: bool = True
+        self,
+        state: SimState,
+        *,
+        namespace: str,
+        origin: datetime,
+        declared_work: bool = True,
+        preemptible: bool = False,
     ) -> None:
         self._state = state
         self.namespace = namespace
         self.declared_work = declared_work
+        self.preemptible = preemptible
         self.origin = origin
         self.events: list[SimEvent] = []
         self.writes = 0  # successful /scale writes
@@ -58,7 +68,7 @@ class SimCluster:
         return self.origin + timedelta(seconds=seconds)
 
     def jobs(self) -> Sequence[ManagedJob]:
-        visible = (Phase.QUEUED, Phase.RUNNING, Phase.FINISHED)
+        visible = (Phase.QUEUED, Phase.RUNNING, Phase.SUSPENDED, Phase.FINISHED)
         return [self._managed(job) for job in self._state.jobs if job.phase in visible]
 
     def _managed(self, job: SimJob) -> ManagedJob:
@@ -79,6 +89,9 @@ class SimCluster:
             finished=job.phase is Phase.FINISHED,
             state=job.annotation,
             total_samples=float(spec.iterations * spec.batch_size) if self.declared_work else None,
+            preemptible=self.preemptible or spec.preemptible,
+            suspended=job.phase is Phase.SUSPENDED,
+            held_since=None if job.suspended_at is None else self.at(job.suspended_at),
         )
 
     def capacity(self) -> Mapping[str, float]:
@@ -106,6 +119,41 @@ class SimCluster:
         if replicas == found.replicas:
             return ScaleResult(written=False, replicas=replicas)
         self._state.set_replicas(found, replicas)
+        self.writes += 1
+        return ScaleResult(written=True, replicas=replicas)
+
+    def _writable(self, job: ManagedJob) -> tuple[SimJob | None, ScaleResult | None]:
+        """The simulated job behind `job` if a write may change it, else why not."""
+        found = self._find(job)
+        if found is None or found.phase is Phase.REJECTED:
+            return None, ScaleResult(written=False, replicas=0, error=f"{job.name}: not found")
+        if found.phase is Phase.FINISHED:
+            return None, ScaleResult(False, found.replicas, error="the job has finished")
+        if job.replicas != found.replicas or job.suspended != (found.phase is Phase.SUSPENDED):
+            error = f"conflict: {found.spec.name} changed since it was read"
+            return None, ScaleResult(written=False, replicas=found.replicas, error=error)
+        return found, None
+
+    def suspend(self, job: ManagedJob, *, since: datetime) -> ScaleResult:
+        found, refused = self._writable(job)
+        if found is None:
+            return refused or ScaleResult(written=False, replicas=0)
+        self._state.suspend(found)
+        self.writes += 1
+        return ScaleResult(written=True, replicas=found.replicas)
+
+    def resume(self, job: ManagedJob, *, replicas: int) -> ScaleResult:
+        found, refused = self._writable(job)
+        if found is None:
+            return refused or ScaleResult(written=False, replicas=0)
+        spec = found.spec
+        if (
+            found.phase is not Phase.SUSPENDED
+            or not spec.min_replicas <= replicas <= spec.max_replicas
+        ):
+            error = f"cannot resume {found.spec.name} ({found.phase}) at {replicas}"
+            return ScaleResult(written=False, replicas=found.replicas, error=error)
+        self._state.resume(found, replicas)
         self.writes += 1
         return ScaleResult(written=True, replicas=replicas)
 

@@ -78,9 +78,10 @@ class Comparison:
             "makespan": _ratio(result.makespan, bound.makespan),
         }
 
-    def table(self) -> str:
-        """The figures as a text table (`autoscaler simulate` prints it)."""
-        return report.table(self)
+    def table(self, *, queued: "Comparison | None" = None) -> str:
+        """The figures as a text table (`autoscaler simulate` prints it); `queued`: the same
+        workload run with every job preemptible, shown as rows of their own."""
+        return report.table(self, queued=queued)
 
     def to_json(self, *, jobs: bool = False) -> dict[str, object]:
         """The figures as `autoscaler simulate -o json` prints them; `jobs`: every job's too."""

@@ -7,6 +7,7 @@ from autoscaler.sim.results import JobResult
 if TYPE_CHECKING:  # the comparison's methods call these
     from autoscaler.sim.comparison import Comparison, PolicyRun
 
+QUEUED = "(preemptible jobs)"  # the rows of a run with every job preemptible
 COLUMNS = (
     "policy", "model", "mean JCT", "p95 JCT", "makespan", "GPU util", "rescales", "mean solve"
 )  # fmt: skip
@@ -150,8 +151,9 @@ def aligned(cells: list[tuple[str, ...]]) -> str:
     )  # fmt: skip
 
 
-def table(comparison: "Comparison") -> str:
-    """The comparison for people: a header line, the table, then jobs that did not finish."""
+def table(comparison: "Comparison", *, queued: "Comparison | None" = None) -> str:
+    """The comparison for people: a header line, the table, then jobs that did not finish;
+    `queued`: the same workload with every job preemptible, its runs as rows of their own."""
     config = comparison.config
     nodes = len(config.node_sizes())
     lines = [
@@ -161,7 +163,11 @@ def table(comparison: "Comparison") -> str:
         " (x) = mean JCT over the LP bound, p95 and makespan over each job alone.",
         "",
     ]
-    lines.append(aligned([COLUMNS, *rows(comparison)]))
+    extra = [] if queued is None else rows(queued)[: len(queued.runs)]
+    extra = [(f"{row[0]} {QUEUED}", *row[1:]) for row in extra]
+    policies = rows(comparison)
+    runs = len(comparison.runs)
+    lines.append(aligned([COLUMNS, *policies[:runs], *extra, *policies[runs:]]))
     if effect := torchft_effect(comparison):
         ratio = "-" if effect["ratio"] is None else f"{effect['ratio']:.3f}x"
         lines.append(
@@ -171,7 +177,9 @@ def table(comparison: "Comparison") -> str:
         )
     for name, reason in comparison.rejected:
         lines.append(f"can never run (not simulated): {name}: {reason}")
-    for name, run in comparison.runs.items():
+    every = [*comparison.runs.items()]
+    every += [(f"{name} {QUEUED}", run) for name, run in (queued.runs.items() if queued else [])]
+    for name, run in every:
         if run.result.unfinished:
             left = ", ".join(run.result.unfinished)
             lines.append(f"{name}: unfinished at the horizon: {left}")

@@ -27,11 +27,12 @@ class JobResult:
     submit: float  # seconds since the start
     start: float | None
     finish: float | None
-    rescales: int
+    rescales: int  # suspensions included
     gpu_seconds: float  # allocated, restarts included
     busy_gpu_seconds: float  # allocated while training
     lower_bound: float | None  # JCT lower bound (None: cannot run at any allowed count)
     reason: str = ""  # why it was rejected
+    suspensions: int = 0  # times the engine held it back
 
     @property
     def jct(self) -> float | None:
@@ -93,6 +94,10 @@ class RunResult:
     @property
     def rescales(self) -> int:
         return sum(job.rescales for job in self.jobs)
+
+    @property
+    def suspensions(self) -> int:
+        return sum(job.suspensions for job in self.jobs)
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

@@ -43,6 +43,7 @@ class SimConfig:
     declared_work: bool = True  # every job declares its total samples (else none does)
     torchft: bool = False  # every job in torchft mode (else those the workload marks)
     torchft_pause_seconds: float = RESIZE_PAUSE_SECONDS  # a torchft job's stall per resize
+    preemptible: bool = False  # every job lets the engine hold it back (queueing on)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -87,6 +88,7 @@ class Simulation:
             namespace=self.config.namespace,
             origin=self.config.origin,
             declared_work=self.config.declared_work,
+            preemptible=self.config.preemptible,
         )
         self.throughput = SimThroughput(
             self.state,
@@ -194,6 +196,7 @@ class Simulation:
             start=job.start,
             finish=job.finish,
             rescales=job.rescales,
+            suspensions=job.suspensions,
             gpu_seconds=job.gpu_seconds,
             busy_gpu_seconds=job.busy_gpu_seconds,
             lower_bound=bound if job.phase is not Phase.REJECTED else None,

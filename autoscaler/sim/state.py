@@ -16,6 +16,10 @@ Rules (documented once, here):
   start-up, a few seconds in which it does not train yet, is not modelled).
 - Lowering the spec removes the newest pods first, at once (pending pods before bound ones).
 - A job finishes when its iterations are done and releases its GPUs at that instant.
+- A suspended job (held back by the engine) releases every pod at once and makes no progress.
+  Resumed, it waits in the queue again like an arrived job, and its start is a restart: it stalls
+  `restart_seconds` (its checkpoint reloaded), exactly as a rescale does. A suspension counts as
+  a rescale.
 - A job that can never run is rejected at arrival (reported, never silently dropped): its
   minimum needs more GPUs than the cluster has, a pod is larger than a node, or its profile runs
   its batch at zero iterations/s on `min_replicas` workers.
@@ -35,6 +39,7 @@ class Phase(StrEnum):
     WAITING = "waiting"  # not yet submitted
     QUEUED = "queued"  # submitted, minimum not yet bound
     RUNNING = "running"
+    SUSPENDED = "suspended"  # held back by the engine: no pods, no progress
     FINISHED = "finished"
     REJECTED = "rejected"
 
@@ -56,6 +61,9 @@ class SimJob:
     rescales: int = 0
     gpu_seconds: float = 0.0  # GPUs allocated x time
     busy_gpu_seconds: float = 0.0  # ... while training (not restarting)
+    suspensions: int = 0
+    suspended_at: float | None = None  # when the engine held it back (while suspended)
+    resuming: bool = False  # queued again after a suspension: its next start is a restart
     annotation: str = ""  # the engine's persisted state
     reason: str = ""  # why it was rejected
 
@@ -103,7 +111,8 @@ class SimState:
         self.by_name = {job.spec.name: job for job in jobs}
 
     def live(self) -> list[SimJob]:
-        return [job for job in self.jobs if job.phase in (Phase.QUEUED, Phase.RUNNING)]
+        live = (Phase.QUEUED, Phase.RUNNING, Phase.SUSPENDED)
+        return [job for job in self.jobs if job.phase in live]
 
     def advance(self, to: float) -> None:
         """Integrate every running job's progress and GPU time from `now` to `to` (rates fixed)."""
@@ -179,13 +188,30 @@ class SimState:
             self._release(job, keep=replicas)
             self._restarted(job)
 
+    def suspend(self, job: SimJob) -> None:
+        """Hold a job back: every pod goes at once (a queued job simply stops waiting)."""
+        self._release(job, keep=0)
+        job.phase, job.suspended_at, job.resuming = Phase.SUSPENDED, self.now, False
+        job.suspensions += 1
+        self._restarted(job)
+
+    def resume(self, job: SimJob, replicas: int) -> None:
+        """Queue a held-back job again at `replicas`; a restart once its minimum fits."""
+        job.replicas = replicas
+        job.phase, job.suspended_at, job.resuming = Phase.QUEUED, None, True
+
     def schedule(self) -> list[SimJob]:
         """Bind what fits: queued minimums first (FIFO), then pending pods. Returns started jobs."""
         started = []
         for job in self.jobs:
             if job.phase is Phase.QUEUED and self._bind(job, job.spec.min_replicas, gang=True):
-                job.phase, job.start = Phase.RUNNING, self.now
+                job.phase = Phase.RUNNING
+                job.start = self.now if job.start is None else job.start
                 job.stall_until = self.now
+                if job.resuming:  # a resume reloads its checkpoint: the stall of a restart
+                    job.resuming = False
+                    job.last_rescale = self.now  # counted at its suspension
+                    job.stall_until = self.now + self.restart_seconds
                 started.append(job)
         for job in self.jobs:
             pending = job.replicas - job.active

@@ -2,11 +2,12 @@
 
 The CSV has a header naming (in any order) the columns `name,submit_time,profile,batch_size,
 iterations,min_replicas,max_replicas,replicas` and optionally `gpus_per_replica` (default 1),
-`weight` (default 1) and `fault_tolerance` (`torchft`: the job runs in torchft mode, where a
-resize pauses it `fault_tolerance.RESIZE_PAUSE_SECONDS` instead of restarting every worker;
-default empty). `submit_time` is in seconds from the start of the simulation, `batch_size` is
-the global batch (a row of the profile), `iterations` the iterations the job trains, `replicas` the
-worker count the user asked for (the job's initial spec).
+`weight` (default 1), `preemptible` (`true` or `false`, the default: whether the engine may hold
+the job back, its `preemptible` annotation) and `fault_tolerance` (`torchft`: the job runs in
+torchft mode, where a resize pauses it `fault_tolerance.RESIZE_PAUSE_SECONDS` instead of
+restarting every worker; default empty). `submit_time` is in seconds from the start of the
+simulation, `batch_size` is the global batch (a row of the profile), `iterations` the iterations
+the job trains, `replicas` the worker count the user asked for (the job's initial spec).
 
 `autoscaler.sim.importers` turns two public traces into this shape: Pollux's workloads and the
 ITP traces ElasticFlow published.
@@ -37,7 +38,7 @@ REQUIRED = (
     "max_replicas",
     "replicas",
 )
-OPTIONAL = ("gpus_per_replica", "weight", "fault_tolerance")
+OPTIONAL = ("gpus_per_replica", "weight", "preemptible", "fault_tolerance")
 NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
@@ -53,6 +54,7 @@ class WorkloadJob:
     replicas: int  # what the user asked for: the initial spec
     gpus_per_replica: int = 1
     weight: float = 1.0
+    preemptible: bool = False  # the engine may hold it back (suspend it)
     torchft: bool = False  # torchft mode: a resize pauses it briefly and restarts no worker
 
 
@@ -80,6 +82,9 @@ def _job(row: Mapping[str, str], *, source: str, line: int) -> WorkloadJob:
     weight = parse_float(row.get("weight") or "1", what="weight", source=source, line=line)
     if weight <= 0:
         raise SimInputError(source, line, f"weight {weight:g} is not positive")
+    preemptible = (row.get("preemptible") or "false").strip()
+    if preemptible not in ("true", "false"):
+        raise SimInputError(source, line, f"preemptible {preemptible!r} is neither true nor false")
     mode = row.get("fault_tolerance") or ""
     if mode not in ("", TORCHFT):
         raise SimInputError(source, line, f'fault_tolerance {mode!r} is not "{TORCHFT}" or empty')
@@ -94,6 +99,7 @@ def _job(row: Mapping[str, str], *, source: str, line: int) -> WorkloadJob:
         replicas=count("replicas"),
         gpus_per_replica=count("gpus_per_replica") if row.get("gpus_per_replica") else 1,
         weight=weight,
+        preemptible=preemptible == "true",
         torchft=mode == TORCHFT,
     )
 
@@ -177,6 +183,7 @@ def format_workload(jobs: Iterable[WorkloadJob]) -> str:
             job.replicas,
             job.gpus_per_replica,
             _number(job.weight),
+            "true" if job.preemptible else "false",
             TORCHFT if job.torchft else "",
         )
         lines.append(",".join(map(str, values)))

@@ -36,6 +36,21 @@ class MemoryCluster:
         self.jobs_[job.key] = replace(job, replicas=replicas, active=replicas)
         return ScaleResult(written=True, replicas=replicas)
 
+    def suspend(self, job: ManagedJob, *, since: datetime) -> ScaleResult:
+        if self.fail_writes:
+            return ScaleResult(written=False, replicas=job.replicas, error="HTTP 500: boom")
+        self.writes.append((job.name, 0))
+        self.jobs_[job.key] = replace(job, suspended=True, held_since=since, active=0)
+        return ScaleResult(written=True, replicas=job.replicas)
+
+    def resume(self, job: ManagedJob, *, replicas: int) -> ScaleResult:
+        if self.fail_writes:
+            return ScaleResult(written=False, replicas=job.replicas, error="HTTP 500: boom")
+        self.writes.append((job.name, replicas))
+        resumed = replace(job, replicas=replicas, active=replicas, suspended=False, held_since=None)
+        self.jobs_[job.key] = resumed
+        return ScaleResult(written=True, replicas=replicas)
+
     def save_state(self, job: ManagedJob, *, state: str) -> None:
         self.states[job.key] = state
         self.saves.append(job.name)

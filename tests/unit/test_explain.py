@@ -159,3 +159,28 @@ def test_kueue_owned_job_names_its_queue_and_reason() -> None:
     text = render(report)
     assert "Owner:     kueue (ManagedByKueue: Kueue admits it" in text
     assert "Queue:     team-a (Kueue LocalQueue)" in text
+
+
+def test_a_held_back_job_shows_since_when_and_who_suspended_it() -> None:
+    obj = job_object(state=JobState(suspensions=2, forced_resume=NOW - timedelta(hours=2)))
+    obj["metadata"]["annotations"] |= {
+        c.ANNOTATION_PREEMPTIBLE: "true",
+        c.ANNOTATION_HELD_SINCE: "2026-11-29T11:50:00Z",
+    }
+    obj["spec"]["runPolicy"] = {"suspend": True}
+    report = explained(obj, hpa=None)
+    assert report["queueing"] == {
+        "preemptible": True,
+        "suspended_by": "engine",
+        "held_since": "2026-11-29T11:50:00+00:00",
+        "suspensions": 2,
+        "forced_resume": "2026-11-29T10:00:00+00:00",
+    }
+    assert (
+        "Queueing:  preemptible; held back by the engine since 2026-11-29T11:50:00+00:00;"
+        " held back 2 times, resumed by the starvation bound at 2026-11-29T10:00:00+00:00"
+    ) in render(report)
+    del obj["metadata"]["annotations"][c.ANNOTATION_HELD_SINCE]
+    assert "suspended by its user (never resumed by the engine)" in render(explained(obj, hpa=None))
+    plain = render(explained(job_object(state=state()), hpa=None))
+    assert "Queueing:" not in plain  # neither preemptible nor suspended

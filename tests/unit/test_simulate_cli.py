@@ -214,3 +214,19 @@ def test_out_without_matplotlib_says_which_extra_to_install_before_simulating(
         " pip install 'pytorch-elastic-autoscaler[sim]'"
     ]
     assert not out.exists()
+
+
+def test_queueing_adds_the_default_with_preemptible_jobs_as_rows_of_its_own(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload, profiles = files
+    args = ["--workload", workload, "--profiles", profiles, "--policies", "static", "--queueing"]
+    code, out, err = simulate(capsys, *args)
+    assert code == 0, err
+    names = [line.split("  ")[0] for line in out.splitlines()[3:5]]
+    assert names == ["static", "global-optimizer (preemptible jobs)"]
+    code, out, err = simulate(capsys, *args, "-o", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert list(data["policies"]) == ["static"]
+    assert list(data["preemptible_jobs"]["policies"]) == ["global-optimizer"]
