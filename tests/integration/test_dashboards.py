@@ -4,9 +4,9 @@ training stand-ins report throughput. Once the engine has written /scale, every 
 every annotation and every variable of both dashboards must return data over the test's time
 range (Grafana's variables replaced by the test's values, as Grafana would).
 
-The engine runs a policy that fails every few rounds, and ends its worker process now and then
-(tests/support/flaky_policy.py), so the fallback and worker panels and annotations have
-something to show too.
+The engine runs a policy that fails every few rounds, ends its worker process now and then, and
+holds back the preemptible job every few rounds (tests/support/flaky_policy.py), so the
+fallback, worker and queueing panels and annotations have something to show too.
 """
 
 import json
@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from autoscaler.api import coordinates as c
 from autoscaler.observability.dashboards import DASHBOARDS
 from tests.integration.test_engine import CURVES, GPU, gpu_job
 from tests.integration.test_operator import Cluster
@@ -37,6 +38,7 @@ from tests.support.training import Kubelet, Trainer, remove_jobs_and_pods
 pytestmark = pytest.mark.integration
 GRAFANA = REPO_ROOT / "deploy" / "grafana"
 JOBS = ("linear", "sublinear")
+PREEMPTIBLE = "sublinear"  # the policy holds it back now and then
 GPUS = 6
 STEP = 1  # s, the query_range resolution
 # Grafana's own variables for a 1 s scrape interval and a 1 s step.
@@ -148,7 +150,10 @@ def test_every_dashboard_query_returns_data(
         stack.callback(remove_jobs_and_pods, kube_api, namespace)
         cluster = Cluster(kube_api, namespace)
         for name in JOBS:
-            cluster.create(gpu_job(name))
+            job = gpu_job(name)
+            if name == PREEMPTIBLE:
+                job["metadata"]["annotations"][c.ANNOTATION_PREEMPTIBLE] = "true"
+            cluster.create(job)
             trainer = stack.enter_context(
                 Trainer(kube_api, namespace=namespace, name=name, curve=CURVES[name])
             )
