@@ -139,6 +139,7 @@ class _Planner:
     ) -> None:
         self.job, self.observed, self.now = job, observed, now
         self.settings, self.gang = settings, gang
+        self.fault_tolerant = torchft.requested(job)
         self.old_status = status
         self.status: dict[str, Any] = copy.deepcopy(status)
         self.status["conditions"] = list(self.status.get("conditions") or [])
@@ -334,7 +335,7 @@ class _Planner:
     def reconcile_replicas(self) -> None:
         if self.gang is not None and not self.reconcile_podgroup(self.gang):
             return  # upstream: no pods, services or replica statuses until the group allows
-        lighthouse = self.reconcile_lighthouse() if torchft.requested(self.job) else None
+        lighthouse = self.reconcile_lighthouse() if self.fault_tolerant else None
         statuses: dict[str, JSON] = {}
         for replica_type in c.REPLICA_TYPES:
             spec = self.job.spec.pytorch_replica_specs.get(replica_type)
@@ -346,7 +347,7 @@ class _Planner:
         self.status.setdefault("startTime", format_timestamp(self.now))
         self.status["replicaStatuses"] = statuses
         self.update_conditions(statuses)
-        if torchft.requested(self.job):
+        if self.fault_tolerant:
             lighthouses = [pod for pod in self.observed.pods if torchft.is_lighthouse(pod)]
             statuses[torchft.STATUS_KEY] = count_replicas(lighthouses)
         if self.gang is not None:
@@ -412,8 +413,7 @@ class _Planner:
         """`lighthouse`: in torchft mode, the uid of the job's live lighthouse (None: none yet)."""
         slots = self.slots(self.observed.pods, replica_type)
         self.note_failed(pod for pods in slots.values() for pod in pods)
-        fault_tolerant = torchft.requested(self.job)
-        if fault_tolerant:
+        if self.fault_tolerant:
             self.restart_detached_workers(slots, lighthouse=lighthouse)
         elif self.lost_rendezvous_host(replica_type, slots):
             return self.restart_group(replica_type, slots)
@@ -421,7 +421,7 @@ class _Planner:
         for index in range(max(replicas, max(slots, default=-1) + 1)):
             pods = slots.get(index, [])
             if not pods:
-                if index < replicas and (lighthouse is not None or not fault_tolerant):
+                if index < replicas and (lighthouse is not None or not self.fault_tolerant):
                     self.create_pod(replica_type, index=index, lighthouse=lighthouse)
                 continue
             if index >= replicas:  # scale-down: highest indices go; never counted as failures
@@ -545,9 +545,8 @@ class _Planner:
             if torchft.is_lighthouse(pod):
                 self.delete(pod)
         for svc in self.observed.services:
-            target = ("Service", svc["metadata"]["name"])
-            if torchft.is_lighthouse(svc) and target not in self.result.delete:
-                self.result.delete.append(target)
+            if torchft.is_lighthouse(svc):
+                self.remove("Service", svc["metadata"]["name"])
 
     # -- upstream's abnormal-pod Warnings (v1.9 `RecordAbnormalPods`, `pkg/core/job.go`) ----------
 
@@ -713,23 +712,27 @@ class _Planner:
         return {"selector": replica_selector(job_name=self.job.name, replica_type=replica_type)}
 
     def delete(self, pod: JSON) -> None:
-        target = ("Pod", pod["metadata"]["name"])
-        if not is_terminating(pod) and target not in self.result.delete:
-            self.result.delete.append(target)
+        if not is_terminating(pod):
+            self.remove("Pod", pod["metadata"]["name"])
+
+    def remove(self, kind: str, name: str) -> None:
+        """Plan one delete of the object, however many rules ask for it (a lighthouse is both
+        a Running pod for cleanPodPolicy and a lighthouse to remove)."""
+        if (kind, name) not in self.result.delete:
+            self.result.delete.append((kind, name))
 
     def delete_everything(self) -> None:
         """Every pod and every service of the job (suspend, failure, cleanPodPolicy All)."""
         for pod in self.observed.pods:
             self.delete(pod)
-        self.result.delete.extend(
-            ("Service", svc["metadata"]["name"]) for svc in self.observed.services
-        )
+        for svc in self.observed.services:
+            self.remove("Service", svc["metadata"]["name"])
 
     def delete_pod_and_service(self, pod: JSON) -> None:
         self.delete(pod)
         name = pod["metadata"]["name"]
         if any(svc["metadata"]["name"] == name for svc in self.observed.services):
-            self.result.delete.append(("Service", name))
+            self.remove("Service", name)
 
     def condition(self, type_: str, status: str, reason_suffix: str, message: str) -> None:
         new = cond.Condition(

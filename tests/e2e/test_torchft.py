@@ -13,7 +13,6 @@ import itertools
 import time
 
 import pytest
-from kubernetes import client
 
 from autoscaler import fault_tolerance as ft
 from autoscaler.api import coordinates as c
@@ -215,7 +214,6 @@ def test_a_lost_node_and_a_lost_lighthouse(scenario: Scenario) -> None:
     finishes its work; nothing was lost or applied twice."""
     agent = scenario.nodes(3, gpus=1)
     job = scenario.torchft_job("ft-faults")
-    core = client.CoreV1Api(scenario.api)
     manifest = job.manifest(replicas=2, low=1, high=2, total_samples=FAULT_SAMPLES)
     manifest["metadata"]["annotations"][c.ANNOTATION_OPT_OUT] = "true"
     job.create(manifest)
@@ -231,22 +229,7 @@ def test_a_lost_node_and_a_lost_lighthouse(scenario: Scenario) -> None:
     agent.lose_node(node)
     wait_groups(job, 1, after=lost, timeout=60)
     record(scenario, job, cause="node lost", at=lost, survivors={survivor})
-    wait_for(lambda: not _ready(core, node), timeout=60, what=f"{node} NotReady")
-    taint = {
-        "key": "node.kubernetes.io/out-of-service",
-        "value": "nodeshutdown",
-        "effect": "NoExecute",
-    }
-    taints = core.read_node(node).spec.taints or []
-    core.patch_node(node, {"spec": {"taints": [*(t.to_dict() for t in taints), taint]}})
-    old = pods[victim]["metadata"]["uid"]
-    wait_for(
-        lambda: job.pods().get(victim, {}).get("metadata", {}).get("uid", old) != old,
-        timeout=120,
-        interval=0.2,
-        what="the lost pod released and re-created",
-    )
-    replaced = time.time()
+    replaced = job.replace_pod_of_lost_node(victim, node)
     wait_groups(job, 2, after=replaced, timeout=120)
     record(
         scenario,
@@ -284,8 +267,3 @@ def test_a_lost_node_and_a_lost_lighthouse(scenario: Scenario) -> None:
 
 
 FAULT_SAMPLES = 150_000  # the silent timeout, the release, the rejoin and a lighthouse restart
-
-
-def _ready(core: client.CoreV1Api, node: str) -> bool:
-    conditions = core.read_node(node).status.conditions or []
-    return any(c.type == "Ready" and c.status == "True" for c in conditions)

@@ -278,7 +278,6 @@ def test_a_node_gone_silent_is_recovered_from(scenario: Scenario) -> None:
     engine is left out (the job opts out): it would size the job on the stalled readings."""
     agent = scenario.nodes(3, gpus=1)
     job = scenario.job("lost")
-    core = client.CoreV1Api(scenario.api)
     manifest = job.manifest(replicas=2, low=1, high=2, total_samples=LOST_SAMPLES)
     manifest["metadata"]["annotations"] = {c.ANNOTATION_OPT_OUT: "true"}
     job.create(manifest)
@@ -289,22 +288,7 @@ def test_a_node_gone_silent_is_recovered_from(scenario: Scenario) -> None:
     wait_stepping(job, 1, after=lost, timeout=180)
     alone = record(job, scenario.rescales, cause=NODE_LOST, at=lost, world=1, limit=NODE_LOST_BOUND)
     assert alone.stall_seconds >= COLLECTIVE_TIMEOUT, "a reset reached the survivor"
-    wait_for(lambda: not _ready(core, node), timeout=60, what=f"{node} NotReady")
-    taint = {
-        "key": "node.kubernetes.io/out-of-service",
-        "value": "nodeshutdown",
-        "effect": "NoExecute",
-    }
-    taints = core.read_node(node).spec.taints or []
-    core.patch_node(node, {"spec": {"taints": [*(t.to_dict() for t in taints), taint]}})
-    old = job.pods()["lost-worker-1"]["metadata"]["uid"]
-    wait_for(
-        lambda: job.pods().get("lost-worker-1", {}).get("metadata", {}).get("uid", old) != old,
-        timeout=120,
-        interval=0.2,
-        what="the lost pod released and re-created",
-    )
-    replaced = time.time()
+    replaced = job.replace_pod_of_lost_node("lost-worker-1", node)
     wait_stepping(job, 2, after=replaced, timeout=180)
     record(job, scenario.rescales, cause="lost node's pod replaced", at=replaced, world=2)
     assert all(pod["spec"]["nodeName"] != node for pod in job.pods().values())
@@ -314,11 +298,6 @@ def test_a_node_gone_silent_is_recovered_from(scenario: Scenario) -> None:
 
 
 LOST_SAMPLES = 100_000  # the silent timeout, the release and the rejoin, with a margin
-
-
-def _ready(core: client.CoreV1Api, node: str) -> bool:
-    conditions = core.read_node(node).status.conditions or []
-    return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
 def restart_units(job: TrainingJob, *, after: float) -> int:

@@ -57,6 +57,28 @@ ENGINE_SETTLE = {
 }
 
 
+def with_test_paths(job: JSON, *, replicas: int, script: Path, ours: dict[str, Any]) -> JSON:
+    """An example's manifest as the tests run it: `replicas` workers, no volumes (the node agent
+    ignores them: pods share its disk), the script from the repository under the example's own
+    launcher (its command's first word), and the example's arguments with `ours` in their
+    place (this test's paths and work)."""
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
+    worker["replicas"] = replicas
+    pod = worker["template"]["spec"]
+    pod.pop("volumes")
+    container = pod["containers"][0]
+    container.pop("volumeMounts")
+    launcher, _, *arguments = container["command"]
+    kept = [arg for arg in arguments if arg.split("=")[0] not in ours]
+    container["command"] = [
+        launcher,
+        str(script),
+        *kept,
+        *(f"{flag}={value}" for flag, value in ours.items()),
+    ]
+    return job
+
+
 class TrainingJob:
     """One PyTorchJob of `examples/elastic-training`, its event log and its replica history."""
 
@@ -99,27 +121,13 @@ class TrainingJob:
             elastic["rdzvConf"] = [{"key": key, "value": value} for key, value in pairs]
         job["spec"]["elasticPolicy"] = {**elastic, **policy}
         job["spec"]["runPolicy"]["cleanPodPolicy"] = clean_pod_policy
-        worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
-        worker["replicas"] = replicas
-        pod = worker["template"]["spec"]
-        pod.pop("volumes")
-        container = pod["containers"][0]
-        container.pop("volumeMounts")
-        # The example's own arguments, with this test's paths and work.
         ours = {
             "--checkpoint-dir": self.workdir / "checkpoints",
             "--events": self.events_path,
             "--total-samples": total_samples,
             "--checkpoint-every": CHECKPOINT_EVERY,
         }
-        kept = [arg for arg in container["command"][2:] if arg.split("=")[0] not in ours]
-        container["command"] = [
-            "torchrun",
-            str(EXAMPLE / "train.py"),
-            *kept,
-            *(f"{flag}={value}" for flag, value in ours.items()),
-        ]
-        return job
+        return with_test_paths(job, replicas=replicas, script=EXAMPLE / "train.py", ours=ours)
 
     def create(self, manifest: JSON) -> None:
         self.custom.create_namespaced_custom_object(
@@ -172,6 +180,28 @@ class TrainingJob:
             pod["metadata"]["name"]: pod
             for pod in self.api.sanitize_for_serialization(listing.items)
         }
+
+    def replace_pod_of_lost_node(self, pod: str, node: str) -> float:
+        """Once the node lifecycle controller marks `node` NotReady, taint it out of service
+        (what an operator or a node-remediation controller does to a node known to be down),
+        so taint eviction and the pod garbage collector release `pod` and the operator
+        re-creates it; returns when it is re-created."""
+        old = self.pods()[pod]["metadata"]["uid"]
+        wait_for(lambda: not node_ready(self.core, node), timeout=60, what=f"{node} NotReady")
+        taint = {
+            "key": "node.kubernetes.io/out-of-service",
+            "value": "nodeshutdown",
+            "effect": "NoExecute",
+        }
+        taints = self.core.read_node(node).spec.taints or []
+        self.core.patch_node(node, {"spec": {"taints": [*(t.to_dict() for t in taints), taint]}})
+        wait_for(
+            lambda: self.pods().get(pod, {}).get("metadata", {}).get("uid", old) != old,
+            timeout=120,
+            interval=0.2,
+            what=f"{pod} released and re-created",
+        )
+        return time.time()
 
     def events(self) -> list[Event]:
         """The log's events so far in time order; only lines added since the last call are
@@ -290,6 +320,11 @@ def running_engine(
         yield engine
 
 
+def node_ready(core: client.CoreV1Api, node: str) -> bool:
+    conditions = core.read_node(node).status.conditions or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
 def wait_stepping(
     job: TrainingJob, world: int, *, after: float = 0.0, timeout: float = 120
 ) -> None:
@@ -326,12 +361,6 @@ class FaultTolerantJob(TrainingJob):
             "annotations": {**job["metadata"]["annotations"], **(annotations or {})},
         }
         job["spec"]["elasticPolicy"] = {"minReplicas": low, "maxReplicas": high}
-        worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
-        worker["replicas"] = replicas
-        pod = worker["template"]["spec"]
-        pod.pop("volumes")
-        container = pod["containers"][0]
-        container.pop("volumeMounts")
         self.checkpoint_path.parent.mkdir(parents=True, exist_ok=True)
         ours = {
             "--checkpoint": self.checkpoint_path,
@@ -339,14 +368,8 @@ class FaultTolerantJob(TrainingJob):
             "--events": self.events_path,
             "--total-samples": total_samples,
         }
-        kept = [arg for arg in container["command"][2:] if arg.split("=")[0] not in ours]
-        container["command"] = [
-            "python",
-            str(TORCHFT_EXAMPLE / "train.py"),
-            *kept,
-            *(f"{flag}={value}" for flag, value in ours.items()),
-        ]
-        return job
+        script = TORCHFT_EXAMPLE / "train.py"
+        return with_test_paths(job, replicas=replicas, script=script, ours=ours)
 
     @property
     def checkpoint_path(self) -> Path:

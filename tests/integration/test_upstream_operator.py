@@ -284,6 +284,22 @@ def restart_policy(job: JSON, policy: str) -> JSON:
 
 CREATED = Step("created", nothing, has_pods(2))
 RUNNING = Step("running", run_all, last_condition("Running", "True"))
+
+
+def worker_failure(
+    name: str, policy: str, *, code: int, then: Callable[[Cluster, str], bool]
+) -> tuple[Callable[[], JSON], tuple[Step, ...]]:
+    """A 2-worker elastic job under `policy` whose worker-1 fails with `code`, then `then`."""
+    failing = Step(
+        f"worker-1 failed ({code})", pod_phase("worker-1", "Failed", **failed(code)), then
+    )
+
+    def job() -> JSON:
+        return restart_policy(elastic_job(name, replicas=2), policy)
+
+    return job, (CREATED, RUNNING, failing)
+
+
 LIFECYCLES: dict[str, tuple[Callable[[], JSON], tuple[Step, ...]]] = {
     "Worker-only elastic": (
         lambda: elastic_job("l-elastic", replicas=2),
@@ -327,53 +343,17 @@ LIFECYCLES: dict[str, tuple[Callable[[], JSON], tuple[Step, ...]]] = {
             Step("running again", run_all, last_condition("Running", "True")),
         ),
     ),
-    "worker failed, OnFailure": (
-        lambda: restart_policy(elastic_job("l-onfailure", replicas=2), "OnFailure"),
-        (
-            CREATED,
-            RUNNING,
-            Step(
-                "worker-1 failed (1)",
-                pod_phase("worker-1", "Failed", **failed(1)),
-                recreated("worker-1"),
-            ),
-        ),
+    "worker failed, OnFailure": worker_failure(
+        "l-onfailure", "OnFailure", code=1, then=recreated("worker-1")
     ),
-    "worker failed, Never": (
-        lambda: restart_policy(elastic_job("l-never", replicas=2), "Never"),
-        (
-            CREATED,
-            RUNNING,
-            Step(
-                "worker-1 failed (1)",
-                pod_phase("worker-1", "Failed", **failed(1)),
-                last_condition("Failed", "True"),
-            ),
-        ),
+    "worker failed, Never": worker_failure(
+        "l-never", "Never", code=1, then=last_condition("Failed", "True")
     ),
-    "worker failed, ExitCode retryable": (
-        lambda: restart_policy(elastic_job("l-exit137", replicas=2), "ExitCode"),
-        (
-            CREATED,
-            RUNNING,
-            Step(
-                "worker-1 failed (137)",
-                pod_phase("worker-1", "Failed", **failed(137)),
-                recreated("worker-1"),
-            ),
-        ),
+    "worker failed, ExitCode retryable": worker_failure(
+        "l-exit137", "ExitCode", code=137, then=recreated("worker-1")
     ),
-    "worker failed, ExitCode permanent": (
-        lambda: restart_policy(elastic_job("l-exit1", replicas=2), "ExitCode"),
-        (
-            CREATED,
-            RUNNING,
-            Step(
-                "worker-1 failed (1)",
-                pod_phase("worker-1", "Failed", **failed(1)),
-                last_condition("Failed", "True"),
-            ),
-        ),
+    "worker failed, ExitCode permanent": worker_failure(
+        "l-exit1", "ExitCode", code=1, then=last_condition("Failed", "True")
     ),
     "cleanPodPolicy Running": (
         lambda: with_policy(elastic_job("l-clean", replicas=2), cleanPodPolicy="Running"),
