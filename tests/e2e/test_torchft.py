@@ -17,7 +17,13 @@ import pytest
 from autoscaler import fault_tolerance as ft
 from autoscaler.api import coordinates as c
 from tests.e2e import ft_measure as m
-from tests.e2e.training import FaultTolerantJob, Scenario, wait_groups
+from tests.e2e.training import (
+    FaultTolerantJob,
+    Scenario,
+    restart_counts,
+    wait_groups,
+    wait_succeeded,
+)
 from tests.support.node_agent import NodeAgent
 from tests.support.polling import wait_for
 from tests.support.processes import process_gone
@@ -106,20 +112,9 @@ def assert_trained_exactly_once(
     assert len(finals) == 1, finals
 
 
-def restart_counts(job: FaultTolerantJob) -> dict[str, int]:
-    return {
-        name: sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", []))
-        for name, pod in job.pods().items()
-    }
-
-
-def wait_succeeded(job: FaultTolerantJob, *, timeout: float) -> None:
-    wait_for(
-        lambda: job.conditions().get("Succeeded") == "True",
-        timeout=timeout,
-        interval=1,
-        what=f"{job.name} to finish its work and succeed",
-    )
+def wait_done(job: FaultTolerantJob, *, timeout: float) -> None:
+    """Until the job succeeded and its lighthouse is gone with it."""
+    wait_succeeded(job, timeout=timeout)
     wait_for(
         lambda: ft.lighthouse_name(job.name) not in job.pods(),
         timeout=60,
@@ -188,8 +183,8 @@ def test_the_engine_resizes_a_torchft_job_and_no_survivor_ever_restarts(
             interval=1,
             what="`ft-second` to train at its minimum beside a smaller `ft-first`",
         )
-        wait_succeeded(second, timeout=300)
-        wait_succeeded(first, timeout=400)
+        wait_done(second, timeout=300)
+        wait_done(first, timeout=400)
     first.stop_watching()
     resizes = record_engine_resizes(scenario, first, faults=faults)
     assert len(resizes) >= 3, first.replica_history
@@ -262,7 +257,7 @@ def test_a_lost_node_and_a_lost_lighthouse(scenario: Scenario) -> None:
             steps_redone=m.redone(events, after=killed),
         )
     )
-    wait_succeeded(job, timeout=300)
+    wait_done(job, timeout=300)
     assert_trained_exactly_once(scenario, job, restarted_at=killed)
 
 

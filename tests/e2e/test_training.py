@@ -36,7 +36,9 @@ from tests.e2e.training import (
     RDZV_CONF,
     Scenario,
     TrainingJob,
+    restart_counts,
     wait_stepping,
+    wait_succeeded,
 )
 from tests.support.external_metrics import ExternalMetricsServer
 from tests.support.polling import wait_for
@@ -208,23 +210,6 @@ def assert_remaining_samples_match(scenario: Scenario, job: TrainingJob, *, tota
     at = datetime.fromisoformat(newest["time"]).timestamp()
     left = total - job.samples(at=at)
     assert abs(newest["remaining_samples"] - left) <= 0.05 * left, (newest, left)
-
-
-def wait_succeeded(job: TrainingJob, *, timeout: float = 120) -> None:
-    """Until the job has trained its declared work and succeeded."""
-    wait_for(
-        lambda: job.conditions().get("Succeeded") == "True",
-        timeout=timeout,
-        interval=1,
-        what=f"{job.name} to finish its work and succeed",
-    )
-
-
-def restart_counts(job: TrainingJob) -> dict[str, int]:
-    return {
-        name: sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", []))
-        for name, pod in job.pods().items()
-    }
 
 
 def test_killed_workers_are_replaced_and_training_resumes_from_the_checkpoint(

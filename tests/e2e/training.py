@@ -320,6 +320,24 @@ def running_engine(
         yield engine
 
 
+def wait_succeeded(job: TrainingJob, *, timeout: float = 120) -> None:
+    """Until the job has trained its declared work and succeeded."""
+    wait_for(
+        lambda: job.conditions().get("Succeeded") == "True",
+        timeout=timeout,
+        interval=1,
+        what=f"{job.name} to finish its work and succeed",
+    )
+
+
+def restart_counts(job: TrainingJob) -> dict[str, int]:
+    """Container restarts per pod of the job."""
+    return {
+        name: sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", []))
+        for name, pod in job.pods().items()
+    }
+
+
 def node_ready(core: client.CoreV1Api, node: str) -> bool:
     conditions = core.read_node(node).status.conditions or []
     return any(c.type == "Ready" and c.status == "True" for c in conditions)
