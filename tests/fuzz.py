@@ -16,8 +16,8 @@ from pathlib import Path
 import yaml
 from kubernetes import client, config
 
-from tests.integration.conftest import CRD_FILE, established
 from tests.support.controlplane import ControlPlane, binaries_dir
+from tests.support.crd import CRD_FILE, established
 from tests.support.manifest_strategies import drawn, manifests
 from tests.support.manifest_verdicts import judge, summary
 from tests.support.polling import wait_for

@@ -35,8 +35,8 @@ from tests.e2e.ft_measure import Resize as FtResize
 from tests.e2e.ft_measure import summarise as ft_summarise
 from tests.e2e.measure import Rescale, summarise
 from tests.e2e.training import Scenario
-from tests.integration.conftest import CRD_FILE, established
 from tests.support.controlplane import REPO_ROOT, ControlPlane, binaries_dir
+from tests.support.crd import CRD_FILE, established
 from tests.support.engine_process import ServiceProcess, operator_process
 from tests.support.external_metrics import ExternalMetricsServer, register, unregister
 from tests.support.node_agent import TEST_TIMING, NodeAgent, NodeSpec

@@ -19,7 +19,7 @@ from tests.support.controlplane import REPO_ROOT
 from tests.support.node_agent import NodeAgent
 from tests.support.polling import wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 EXAMPLE = REPO_ROOT / "examples" / "torch-only"
 DONE = re.compile(r"rank 0: epoch (\d+) done, world (\d+)")
 RESUMED = re.compile(r"rank 0: resuming from the snapshot at epoch (\d+)")

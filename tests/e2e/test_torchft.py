@@ -28,7 +28,7 @@ from tests.support.node_agent import NodeAgent
 from tests.support.polling import wait_for
 from tests.support.processes import process_gone
 
-pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(900)]
+pytestmark = pytest.mark.timeout(900)
 # What a survivor may pause at most: a silent peer's collective timeout plus a quorum; a kill or a
 # leave costs the lighthouse's heartbeat timeout at most.
 MAX_PAUSE = ft.DEFAULT_TIMEOUT_SECONDS + 2.0

@@ -20,7 +20,6 @@ from tests.support.controlplane import REPO_ROOT
 from tests.support.polling import wait_for
 from tests.support.processes import free_port, stop_process
 
-pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 READ_TIMEOUT = 15
 
 

@@ -44,7 +44,7 @@ from tests.support.external_metrics import ExternalMetricsServer
 from tests.support.polling import wait_for
 from tests.support.processes import process_gone
 
-pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(900)]
+pytestmark = pytest.mark.timeout(900)
 # The target every rescale must meet with the operator's rendezvous settings; runs measuring
 # other settings record their stalls without judging them.
 MAX_STALL = math.inf if RDZV_CONF else 30.0

@@ -9,20 +9,11 @@ import pytest
 import yaml
 from kubernetes import client
 
-from autoscaler.api import coordinates as c
 from autoscaler.clients.kube import Kube, api_client
 from autoscaler.controller.runner import Operator, OperatorConfig
 from tests.support.controlplane import RESTRICTED_USER, ControlPlane
+from tests.support.crd import CRD_FILE, RBAC_FILE, established
 from tests.support.polling import wait_for
-
-CRD_FILE = Path(__file__).resolve().parents[2] / "deploy" / "crds" / "kubeflow.org_pytorchjobs.yaml"
-
-
-def established(ext: client.ApiextensionsV1Api) -> bool:
-    crd = ext.read_custom_resource_definition(c.CRD_NAME)
-    return any(
-        cond.type == "Established" and cond.status == "True" for cond in crd.status.conditions or []
-    )
 
 
 @pytest.fixture(scope="session")
@@ -48,9 +39,6 @@ def controller_manager(crd: dict[str, Any], controller_manager: ControlPlane) ->
     resync (every 30 s), so deleting a job took ~40 s to cascade instead of ~0.1 s.
     """
     return controller_manager
-
-
-RBAC_FILE = CRD_FILE.parents[1] / "operator" / "rbac.yaml"
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,6 @@ from autoscaler.api import coordinates as c
 from tests.integration.test_operator import Cluster, elastic_job
 from tests.support.polling import wait_for
 
-pytestmark = pytest.mark.integration
 JSON = dict[str, Any]
 CONTAINER = {"name": "pytorch", "image": "docker.io/kubeflow/pytorch-elastic-example-echo:latest"}
 

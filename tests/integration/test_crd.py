@@ -9,7 +9,7 @@ import yaml
 from kubernetes import client
 
 from autoscaler.api import coordinates as c
-from tests.integration.conftest import established
+from tests.support.crd import established
 from tests.support.jobs import (
     INVALID,
     INVALID_UPDATES,
@@ -26,7 +26,6 @@ from tests.support.jobs import (
     upstream_job,
 )
 
-pytestmark = pytest.mark.integration
 JSON = dict[str, Any]
 
 

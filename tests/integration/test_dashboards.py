@@ -35,7 +35,6 @@ from tests.support.processes import http_get, log_tail
 from tests.support.prometheus import PrometheusServer
 from tests.support.training import Kubelet, Trainer, remove_jobs_and_pods
 
-pytestmark = pytest.mark.integration
 GRAFANA = REPO_ROOT / "deploy" / "grafana"
 JOBS = ("linear", "sublinear")
 PREEMPTIBLE = "sublinear"  # the policy holds it back now and then

@@ -37,7 +37,6 @@ from tests.support.prometheus import PrometheusServer
 from tests.support.serviceaccounts import Access, allowed, who_am_i
 from tests.support.training import Kubelet, Trainer, gpu_node, remove_jobs_and_pods
 
-pytestmark = pytest.mark.integration
 JSON = dict[str, Any]
 DEPLOY = REPO_ROOT / "deploy"
 # The dashboards as JSON for Grafana's "Import dashboard"; grafana/dashboards.yaml embeds them.

@@ -28,7 +28,6 @@ from tests.support.processes import http_get, log_tail
 from tests.support.prometheus import PrometheusServer
 from tests.support.training import Kubelet, Trainer, remove_jobs_and_pods
 
-pytestmark = pytest.mark.integration
 GPU = "nvidia.com/gpu"
 GPUS = 8
 INTERVAL = 1.0

@@ -21,7 +21,6 @@ from tests.support.controlplane import ControlPlane
 from tests.support.polling import wait_for
 from tests.support.training import GPU, gpu_node, remove_jobs_and_pods
 
-pytestmark = pytest.mark.integration
 JSON = dict[str, Any]
 
 

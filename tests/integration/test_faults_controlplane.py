@@ -22,11 +22,11 @@ from kubernetes import client
 
 from autoscaler.metrics_contract import DEFAULT_QUERY_TEMPLATE
 from autoscaler.observability.decision_log import read_decision_log
-from tests.integration.conftest import RBAC_FILE
 from tests.integration.test_gang import control_plane as own_control_plane
 from tests.integration.test_gang import namespace as case_namespace
 from tests.integration.test_operator import Cluster, elastic_job, names, owner_of
 from tests.support.controlplane import RESTRICTED_USER, ControlPlane
+from tests.support.crd import RBAC_FILE
 from tests.support.engine_process import (
     OUTAGE_LEASE_FLAGS,
     ServiceProcess,
@@ -40,7 +40,7 @@ from tests.support.prometheus import PrometheusServer
 from tests.support.recovery import Record, stopwatch
 from tests.support.training import GPU, Kubelet, Trainer
 
-pytestmark = [pytest.mark.integration, pytest.mark.faults]
+pytestmark = pytest.mark.faults
 JSON = dict[str, Any]
 WORKERS = 6  # a scale-up from 1 the crash interrupts after its first new pod
 EXPIRED = "the watch of pytorchjobs expired (410 Gone); listing again"

@@ -29,7 +29,7 @@ from tests.support.prometheus import PrometheusServer
 from tests.support.recovery import Record, stopwatch
 from tests.support.training import Kubelet, Trainer, remove_jobs_and_pods
 
-pytestmark = [pytest.mark.integration, pytest.mark.faults]
+pytestmark = pytest.mark.faults
 GPU = "nvidia.com/gpu"
 PLUGIN_FILE = str(Path(misbehaving_policy.__file__))
 TIMEOUT = 3.0  # the policy's budget: a hung call is killed after this

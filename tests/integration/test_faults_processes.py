@@ -36,11 +36,11 @@ from autoscaler.api import coordinates as c
 from autoscaler.cli.common import LEASE_LOST
 from autoscaler.cli.operator_command import LEADER_ELECTION_ID
 from autoscaler.engine.state import JobState
-from tests.integration.conftest import RBAC_FILE
 from tests.integration.test_gang import control_plane as own_control_plane
 from tests.integration.test_operator import Cluster, elastic_job, names
 from tests.support.apiproxy import ApiProxy, Exchange, Match
 from tests.support.controlplane import RESTRICTED_USER, ControlPlane
+from tests.support.crd import RBAC_FILE
 from tests.support.engine_process import (
     LEASE_FLAGS,
     ServiceProcess,
@@ -54,7 +54,7 @@ from tests.support.prometheus import PrometheusServer
 from tests.support.recovery import Record, stopwatch
 from tests.support.training import GPU, Kubelet, Trainer
 
-pytestmark = [pytest.mark.integration, pytest.mark.faults]
+pytestmark = pytest.mark.faults
 JSON = dict[str, Any]
 KILLED = -signal.SIGKILL
 LEASE_SECONDS = float(LEASE_FLAGS[LEASE_FLAGS.index("--lease-duration") + 1])

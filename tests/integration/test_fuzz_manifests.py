@@ -6,13 +6,11 @@ fails on a job the server accepts. `make fuzz` runs the same with more cases and
 from pathlib import Path
 from typing import Any
 
-import pytest
 from kubernetes import client
 
 from tests.support.manifest_strategies import drawn, manifests
 from tests.support.manifest_verdicts import judge, summary
 
-pytestmark = pytest.mark.integration
 CASES = 200
 SEED = 0
 

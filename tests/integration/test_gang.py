@@ -25,7 +25,6 @@ from autoscaler.clients.kube import Kube, api_client
 from autoscaler.controller.builders import UPSTREAM_DEFAULTS, PodSettings
 from autoscaler.controller.runner import Operator, OperatorConfig
 from autoscaler.engine.settle import running_count
-from tests.integration.conftest import CRD_FILE, RBAC_FILE, established
 from tests.integration.test_operator import (
     Cluster,
     elastic_job,
@@ -34,10 +33,10 @@ from tests.integration.test_operator import (
     resync_writes_nothing,
 )
 from tests.support.controlplane import RESTRICTED_USER, ControlPlane, binaries_dir
+from tests.support.crd import CRD_FILE, RBAC_FILE, established
 from tests.support.gang_scheduler import PROFILE, SchedulerPlugins, scheduler_plugins_binary
 from tests.support.polling import wait_for
 
-pytestmark = pytest.mark.integration
 JSON = dict[str, Any]
 DATA = Path(__file__).resolve().parents[1] / "data"
 VOLCANO_CRD = DATA / "volcano" / "scheduling.volcano.sh_podgroups.yaml"

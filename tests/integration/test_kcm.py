@@ -20,7 +20,6 @@ from tests.support.controlplane import ControlPlane
 from tests.support.external_metrics import GROUP, VERSION, ExternalMetricsServer
 from tests.support.polling import wait_for
 
-pytestmark = pytest.mark.integration
 JSON = dict[str, Any]
 # Normally ~1 s; generous because kube-controller-manager would pick up a CRD created after it
 # started only at its 30 s discovery resync (the controller_manager fixture prevents that).

@@ -17,8 +17,6 @@ from autoscaler.api import coordinates as c
 from tests.support.controlplane import ControlPlane, binaries_dir
 from tests.support.jobs import INVALID, UPSTREAM, upstream_job
 
-pytestmark = pytest.mark.integration
-
 SCRIPTS = Path(sysconfig.get_paths()["scripts"])
 PLUGIN = SCRIPTS / "kubectl-autoscaler"
 JOB = "elastic-example-echo"

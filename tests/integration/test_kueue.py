@@ -31,7 +31,6 @@ from tests.support.polling import wait_for
 from tests.support.prometheus import PrometheusServer
 from tests.support.training import GPU, Kubelet, Trainer, remove_jobs_and_pods
 
-pytestmark = pytest.mark.integration
 KUEUE = f"{GROUP}/{VERSION}"
 POOL_LABEL = "pool.example.com/name"
 TOLERATION = {"key": "pool.example.com/reserved", "operator": "Exists", "effect": "NoSchedule"}

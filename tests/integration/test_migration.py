@@ -13,11 +13,11 @@ import yaml
 from kubernetes import client, config
 
 from autoscaler.clients.kube import Kube, api_client
-from tests.integration.conftest import CRD_FILE
 from tests.integration.test_gang import bind_operator_role, install_crd, namespace, operator
 from tests.integration.test_operator import Cluster, elastic_job, names
 from tests.support import apply as kubectl
 from tests.support.controlplane import ControlPlane, binaries_dir
+from tests.support.crd import CRD_FILE
 from tests.support.polling import wait_for
 from tests.support.upstream_operator import (
     MANIFESTS,
@@ -27,7 +27,6 @@ from tests.support.upstream_operator import (
     training_operator_binary,
 )
 
-pytestmark = pytest.mark.integration
 JSON = dict[str, Any]
 PYTORCHJOB_WEBHOOK = "validator.pytorchjob.training-operator.kubeflow.org"
 

@@ -22,7 +22,6 @@ from tests.support.node_agent import GPU, LEASE_NAMESPACE, NodeAgent, NodeSpec
 from tests.support.polling import wait_for
 from tests.support.processes import process_gone
 
-pytestmark = pytest.mark.integration
 JSON = dict[str, Any]
 Start = Callable[..., NodeAgent]
 

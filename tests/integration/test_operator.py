@@ -37,7 +37,6 @@ from tests.support.controlplane import ControlPlane
 from tests.support.jobs import upstream_job
 from tests.support.polling import wait_for
 
-pytestmark = pytest.mark.integration
 JSON = dict[str, Any]
 CPU_METRIC = {
     "type": "Resource",

@@ -17,7 +17,6 @@ from tests.support.polling import wait_for
 from tests.support.processes import free_port, http_get, log_tail, start_process, stop_process
 from tests.support.prometheus import PrometheusServer
 
-pytestmark = pytest.mark.integration
 LEASE = "operator-test-lease"
 
 

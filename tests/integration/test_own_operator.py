@@ -24,8 +24,6 @@ from tests.integration.test_operator import (
 from tests.support.controlplane import ControlPlane
 from tests.support.polling import wait_for
 
-pytestmark = pytest.mark.integration
-
 # A template of upstream's format using all three fields it may use.
 INIT_TEMPLATE = """\
 - name: wait-for-master

@@ -16,8 +16,6 @@ from prometheus_client import CollectorRegistry, Gauge, make_wsgi_app
 from tests.support.processes import wait_until
 from tests.support.prometheus import PrometheusServer
 
-pytestmark = pytest.mark.integration
-
 
 class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature

@@ -24,8 +24,6 @@ from tests.support.polling import wait_for
 from tests.support.processes import free_port
 from tests.support.prometheus import PrometheusServer
 
-pytestmark = pytest.mark.integration
-
 WINDOW = "2s"  # two 1 s scrapes: exact for the steady counters below
 NOW = datetime(2026, 1, 1, tzinfo=UTC)  # not sent: Prometheus evaluates at its own clock
 # Unescaped, this closes the selector and the call and returns 1 for any job.

@@ -20,7 +20,6 @@ from tests.support.processes import log_tail
 from tests.support.prometheus import PrometheusServer
 from tests.support.training import Kubelet, Trainer, remove_jobs_and_pods
 
-pytestmark = pytest.mark.integration
 POLICY = Path(__file__).parents[1] / "support" / "queue_policy.py"
 GPU = "nvidia.com/gpu"
 

@@ -11,8 +11,6 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.support.controlplane import RESTRICTED_USER, ControlPlane
 
-pytestmark = pytest.mark.integration
-
 
 def test_version_is_the_built_release(kube_api: client.ApiClient) -> None:
     info = client.VersionApi(kube_api).get_code()

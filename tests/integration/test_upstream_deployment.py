@@ -30,7 +30,6 @@ from tests.support.polling import wait_for
 from tests.support.processes import http_get, log_tail, start_process, stop_process
 from tests.support.training import Kubelet
 
-pytestmark = pytest.mark.integration
 JSON = dict[str, Any]
 MANIFESTS = UPSTREAM / "training-operator-v1.9.3"
 NS = "kubeflow"  # where upstream's standalone overlay (`namespace: kubeflow`) puts them

@@ -41,7 +41,6 @@ from tests.support.jobs import upstream_job
 from tests.support.polling import wait_for
 from tests.support.upstream_operator import UpstreamOperator, training_operator_binary
 
-pytestmark = pytest.mark.integration
 JSON = dict[str, Any]
 REFERENCE = REPO_ROOT / "docs" / "pytorchjob.md"
 OURS, THEIRS = "ours", "theirs"  # the namespace each operator watches
