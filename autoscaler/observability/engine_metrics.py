@@ -17,6 +17,9 @@ class EngineMetrics:
     maximum: Gauge
     observed: Gauge
     predicted: Gauge
+    goodput: Gauge
+    efficiency: Gauge
+    global_batch: Gauge
     decisions: Counter
     writes: Counter
     rounds: Counter
@@ -39,6 +42,9 @@ class EngineMetrics:
             self.maximum,
             self.observed,
             self.predicted,
+            self.goodput,
+            self.efficiency,
+            self.global_batch,
         ):
             with suppress(KeyError):
                 gauge.remove(namespace, name)
@@ -64,6 +70,22 @@ def engine_metrics() -> EngineMetrics:
         predicted=_job_gauge(
             "predicted_throughput_samples_per_second",
             "Throughput the model predicts at the desired count",
+            registry,
+        ),
+        goodput=_job_gauge(
+            "predicted_goodput",
+            "Goodput (samples at the base batch per second) priced at the desired count, for a"
+            " job sized by goodput",
+            registry,
+        ),
+        efficiency=_job_gauge(
+            "statistical_efficiency",
+            "Statistical efficiency of the batch priced at the desired count (goodput jobs)",
+            registry,
+        ),
+        global_batch=_job_gauge(
+            "global_batch_size",
+            "Global batch priced at the desired count (goodput jobs)",
             registry,
         ),
         decisions=Counter(

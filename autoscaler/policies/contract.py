@@ -10,7 +10,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    model_validator,
+)
 
 from autoscaler.policies.objective import Objective
 from autoscaler.policies.throughput_model import ThroughputModel
@@ -22,8 +30,10 @@ class BatchAtCount(BaseModel):
     model_config = ConfigDict(frozen=True, allow_inf_nan=False)
 
     local_batch: PositiveInt = Field(description="samples per replica and micro-step")
-    accum_steps: PositiveInt = Field(description="gradient accumulation steps per optimizer step")
-    global_batch: PositiveInt = Field(description="replicas x local_batch x accum_steps")
+    accum_steps: NonNegativeInt = Field(
+        description="micro-steps accumulated before the synchronising one (0 = none)"
+    )
+    global_batch: PositiveInt = Field(description="replicas x local_batch x (accum_steps + 1)")
     efficiency: float = Field(gt=0, le=1, description="statistical efficiency at global_batch")
     samples_per_second: NonNegativeFloat = Field(description="throughput at this batch")
 
