@@ -207,8 +207,8 @@ class Engine:
             return {}
         try:
             reports: Mapping[JobKey, GradientReport] = self.goodput_source.goodput(jobs, now=now)
-        except Exception:  # an outage: price as last round
-            log.exception("reading gradient statistics failed; pricing as last round")
+        except Exception as failure:  # an outage: price as last round
+            log.warning("reading gradient statistics failed; pricing as last round: %s", failure)
             return {job.key: self._priced[job.key] for job in jobs if job.key in self._priced}
         priced = {}
         for job in jobs:

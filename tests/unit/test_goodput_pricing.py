@@ -5,6 +5,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from autoscaler import metrics_contract as c
+from autoscaler.clients.prometheus import reports_by_job
 from autoscaler.engine.goodput import (
     observations,
     price,
@@ -171,3 +173,32 @@ def test_observations_match_what_fit_is_given() -> None:
     fitted = fit(observations(report(), ranks=1))
     assert fitted != PRIOR
     assert isinstance(observations(report(), ranks=1)[0], StepObservation)
+
+
+def series(name: str, value: str, **labels: str) -> dict[str, object]:
+    return {"metric": {"__name__": name, "namespace": "ns", "job_name": "bert", **labels},
+            "value": [0, value]}  # fmt: skip
+
+
+def test_the_readers_vector_becomes_reports() -> None:
+    """Only jobs with noise scale, base batch and bounds; unusable values and labels left out."""
+    step = {"replicas": "2", "local_batch": "32", "accum_steps": "0"}
+    result = [
+        series(c.GRADIENT_NOISE_SCALE, "250.5"),
+        series(c.BASE_BATCH, "32"),
+        series(c.MAX_LOCAL_BATCH, "128"),
+        series(c.MAX_GLOBAL_BATCH, "2048"),
+        series(c.LOCAL_BATCH, "NaN"),
+        series(c.STEP_SECONDS, "0.3", **step),
+        series(c.STEP_SECONDS, "0.2", replicas="1", local_batch="x", accum_steps="0"),
+        series(c.STEP_SECONDS, "-1", **step | {"replicas": "4"}),
+        {
+            "metric": {"__name__": c.GRADIENT_NOISE_SCALE, "namespace": "ns", "job_name": "half"},
+            "value": [0, "3"],
+        },
+    ]
+    keys = {("ns", "bert"), ("ns", "half")}
+    assert reports_by_job(result, keys=keys) == {
+        ("ns", "bert"): GradientReport(250.5, 32, 128, 2048, steps=(StepTime(2, 32, 0, 0.3),))
+    }
+    assert reports_by_job(result, keys={("ns", "other")}) == {}
