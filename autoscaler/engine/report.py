@@ -79,6 +79,7 @@ def goodput_record(priced: PricedBatch | None) -> dict[str, Any] | None:
     return {
         "noise_scale": priced.noise_scale,
         "base_batch": priced.base_batch,
+        "replicas": priced.replicas,
         **priced.batch.model_dump(),
         "goodput": priced.goodput,
     }

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.cli.explain_command import render
 from autoscaler.engine.engine import Engine
 from autoscaler.engine.explain import explain
 from autoscaler.engine.ports import GradientReport, JobKey, ManagedJob, StepTime
@@ -107,6 +108,9 @@ def test_a_goodput_job_is_priced_and_shown(tmp_path: Path) -> None:
     assert shown["goodput"]["noise_scale"] == 800.0
     assert shown["goodput"]["global_batch"] == chosen.global_batch
     assert shown["goodput"]["efficiency"] == chosen.efficiency
+    text = render(shown)
+    assert "Goodput:   noise scale 800 at base batch 32; at 2 workers batch" in text
+    assert f"efficiency {chosen.efficiency:.3f}" in text
     engine.close()
 
 
@@ -128,7 +132,6 @@ def test_an_outage_keeps_the_last_pricing_and_a_silent_job_gets_its_throughput(
 
 def test_a_job_without_statistics_explains_none() -> None:
     job = make_job("plain", state=JobState().to_json())
-    assert (
-        explain(job, name="ns/plain", hpa=None, now=START, model=ThroughputModel())["goodput"]
-        is None
-    )
+    shown = explain(job, name="ns/plain", hpa=None, now=START, model=ThroughputModel())
+    assert shown["goodput"] is None
+    assert "Goodput:" not in render(shown)
