@@ -9,7 +9,6 @@ only the reading's lag differs (tests/unit/test_goodput_lag.py bounds what that 
 import math
 from collections.abc import Iterable
 
-from autoscaler.api.coordinates import GPU_RESOURCE
 from autoscaler.engine.ports import GradientReport, ManagedJob
 from autoscaler.goodput.batch import BatchChoice, BatchLimits, goodput_curve
 from autoscaler.goodput.efficiency import GradientNoise
@@ -17,20 +16,17 @@ from autoscaler.goodput.step_time import StepObservation, fit
 from autoscaler.policies.contract import BatchAtCount, Goodput, JobSnapshot
 
 
-def ranks_per_worker(job: ManagedJob) -> int:
-    """Data-parallel ranks in one worker pod: one per GPU it requests (torchrun's
-    `--nproc-per-node` set to the pod's GPUs), else one."""
-    gpus = job.resources_per_replica.get(GPU_RESOURCE, 0.0)
-    return int(gpus) if gpus >= 1 and float(gpus).is_integer() else 1
+def nodes_of(replicas: int) -> int:
+    """One rank per worker pod and its placement unknown: each counts as its own node (the
+    training helper counts them the same way, so both fit the same observations)."""
+    return replicas
 
 
-def observations(report: GradientReport, *, ranks: int) -> list[StepObservation]:
-    """The job's step times as the step-time model's observations: a configuration of r ranks
-    ran on r / ranks worker pods, each pod counting as a node (torchrun's world size over its
-    local world size, which is how the job counts them too)."""
+def observations(report: GradientReport) -> list[StepObservation]:
+    """The job's step times as the step-time model's observations."""
     return [
         StepObservation(
-            nodes=max(1, step.replicas // ranks),
+            nodes=nodes_of(step.replicas),
             replicas=step.replicas,
             local_batch=step.local_batch,
             accum_steps=step.accum_steps,
@@ -42,24 +38,18 @@ def observations(report: GradientReport, *, ranks: int) -> list[StepObservation]
     ]  # fmt: skip
 
 
-def price(report: GradientReport, *, counts: Iterable[int], ranks: int) -> Goodput:
+def price(report: GradientReport, *, counts: Iterable[int]) -> Goodput:
     """The best batch at each worker count, under the model fitted over the job's observations
     (the prior where it has none)."""
-    model = fit(observations(report, ranks=ranks))
+    model = fit(observations(report))
     noise = GradientNoise(phi=report.noise_scale, base_batch=report.base_batch)
     limits = BatchLimits(
         base_batch=report.base_batch,
         max_local_batch=report.max_local_batch,
         max_global_batch=report.max_global_batch,
     )
-    by_ranks = goodput_curve(
-        model, noise, limits, [n * ranks for n in counts], nodes_of=lambda r: max(1, r // ranks)
-    )
-    batches = {
-        replicas // ranks: batch_at(choice)
-        for replicas, choice in by_ranks.items()
-        if usable(choice)
-    }
+    curve = goodput_curve(model, noise, limits, counts, nodes_of=nodes_of)
+    batches = {count: batch_at(choice) for count, choice in curve.items() if usable(choice)}
     return Goodput(noise_scale=report.noise_scale, base_batch=report.base_batch, batches=batches)
 
 
@@ -118,5 +108,5 @@ def price_job(job: ManagedJob, report: GradientReport) -> Goodput | None:
     any count (its throughput curve stays)."""
     if not well_formed(report):
         return None
-    goodput = price(report, counts=allowed(job), ranks=ranks_per_worker(job))
+    goodput = price(report, counts=allowed(job))
     return goodput if goodput.batches else None

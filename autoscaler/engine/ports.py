@@ -166,7 +166,7 @@ class ThroughputSource(Protocol):
 class StepTime:
     """A goodput job's mean step time at one configuration it has run."""
 
-    replicas: int  # data-parallel ranks (all workers' processes)
+    replicas: int  # data-parallel replicas: worker pods, one rank each
     local_batch: int
     accum_steps: int
     seconds: float

@@ -52,14 +52,14 @@ def report(steps: tuple[StepTime, ...], phi: float) -> GradientReport:
 
 def job_goodput(steps: tuple[StepTime, ...], phi: float, count: int) -> float:
     """What the job runs at `count`: its own choice from its own (current) inputs."""
-    model = fit(observations(report(steps, phi), ranks=1))
+    model = fit(observations(report(steps, phi)))
     limits = BatchLimits(base_batch=32, max_local_batch=256, max_global_batch=8192)
     noise = GradientNoise(phi=phi, base_batch=32)
     return best_batch(model, noise, limits, replicas=count, nodes=count).goodput
 
 
 def priced_goodput(steps: tuple[StepTime, ...], phi: float) -> dict[int, float]:
-    priced = price(report(steps, phi), counts=COUNTS, ranks=1)
+    priced = price(report(steps, phi), counts=COUNTS)
     return {n: b.samples_per_second * b.efficiency for n, b in priced.batches.items()}
 
 
@@ -94,8 +94,8 @@ def test_step_times_that_moved_during_the_lag_keep_the_batch(name: str, scale: f
     steps = JOBS[name]
     moved = tuple(StepTime(s.replicas, s.local_batch, s.accum_steps, s.seconds * scale)
                   for s in steps)  # fmt: skip
-    engine = price(report(steps, 300.0), counts=COUNTS, ranks=1).batches
-    job = price(report(moved, 300.0), counts=COUNTS, ranks=1).batches
+    engine = price(report(steps, 300.0), counts=COUNTS).batches
+    job = price(report(moved, 300.0), counts=COUNTS).batches
     for count in COUNTS:
         assert job[count].global_batch == engine[count].global_batch
         priced = engine[count].samples_per_second * engine[count].efficiency

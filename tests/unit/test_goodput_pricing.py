@@ -12,7 +12,6 @@ from autoscaler.engine.goodput import (
     price,
     price_job,
     priced_snapshot,
-    ranks_per_worker,
 )
 from autoscaler.engine.ports import GradientReport, ManagedJob, Owner, StepTime
 from autoscaler.engine.snapshot import snapshot
@@ -54,15 +53,9 @@ def job(gpus: float = 1.0, low: int = 1, high: int = 8, **extra: object) -> Mana
     return ManagedJob(**(fields | extra))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("gpus", "ranks"), [(1.0, 1), (4.0, 4), (0.0, 1), (0.5, 1), (2.5, 1)])
-def test_ranks_are_the_gpus_of_a_worker(gpus: float, ranks: int) -> None:
-    assert ranks_per_worker(job(gpus=gpus)) == ranks
-
-
-@pytest.mark.parametrize(("ranks", "nodes"), [(1, [1, 2, 4]), (2, [1, 1, 2]), (4, [1, 1, 1])])
-def test_observations_count_a_worker_pod_as_a_node(ranks: int, nodes: list[int]) -> None:
-    found = observations(report(), ranks=ranks)
-    assert [o.nodes for o in found] == nodes
+def test_each_worker_counts_as_a_node() -> None:
+    found = observations(report())
+    assert [o.nodes for o in found] == [1, 2, 4]
     assert [(o.replicas, o.local_batch, o.step_seconds) for o in found] == [
         (s.replicas, s.local_batch, s.seconds) for s in STEPS
     ]
@@ -70,20 +63,17 @@ def test_observations_count_a_worker_pod_as_a_node(ranks: int, nodes: list[int])
 
 def test_unusable_step_times_are_left_out() -> None:
     bad = (StepTime(2, 32, 0, float("nan")), StepTime(2, 32, 0, 0.0), StepTime(0, 32, 0, 1.0))
-    assert observations(report(steps=STEPS[:1] + bad), ranks=1) == observations(
-        report(steps=STEPS[:1]), ranks=1
-    )
+    assert observations(report(steps=STEPS[:1] + bad)) == observations(report(steps=STEPS[:1]))
 
 
-@pytest.mark.parametrize("ranks", [1, 2])
-def test_each_count_is_priced_at_the_cores_best_batch(ranks: int) -> None:
+def test_each_count_is_priced_at_the_cores_best_batch() -> None:
     """The engine's price is exactly what the job's own choice computes from the same inputs."""
-    priced = price(report(), counts=range(1, 9), ranks=ranks)
-    model = fit(observations(report(), ranks=ranks))
+    priced = price(report(), counts=range(1, 9))
+    model = fit(observations(report()))
     noise = GradientNoise(phi=500.0, base_batch=32)
     limits = BatchLimits(base_batch=32, max_local_batch=128, max_global_batch=2048)
     for count, batch in priced.batches.items():
-        own = best_batch(model, noise, limits, replicas=count * ranks, nodes=count)
+        own = best_batch(model, noise, limits, replicas=count, nodes=count)
         assert (batch.local_batch, batch.accum_steps, batch.global_batch) == (
             own.local_batch,
             own.accum_steps,
@@ -94,7 +84,7 @@ def test_each_count_is_priced_at_the_cores_best_batch(ranks: int) -> None:
 
 
 def test_without_observations_the_prior_prices() -> None:
-    priced = price(report(steps=()), counts=[1, 2], ranks=1)
+    priced = price(report(steps=()), counts=[1, 2])
     noise = GradientNoise(phi=500.0, base_batch=32)
     limits = BatchLimits(base_batch=32, max_local_batch=128, max_global_batch=2048)
     own = best_batch(PRIOR, noise, limits, replicas=2, nodes=2)
@@ -103,7 +93,7 @@ def test_without_observations_the_prior_prices() -> None:
 
 @pytest.mark.parametrize(("phi", "grows"), [(50.0, False), (5000.0, True)])
 def test_a_noisier_gradient_takes_a_larger_batch_at_more_workers(phi: float, grows: bool) -> None:
-    batches = price(report(phi=phi), counts=[1, 8], ranks=1).batches
+    batches = price(report(phi=phi), counts=[1, 8]).batches
     assert batches[8].global_batch >= batches[1].global_batch
     assert (batches[8].global_batch > 4 * batches[1].global_batch) is grows
 
@@ -135,7 +125,7 @@ def test_a_job_without_statistics_keeps_its_throughput_curve() -> None:
 
 
 def test_counts_where_no_batch_fits_are_not_allowed() -> None:
-    """20 ranks need a global batch of at least 20 x 1 > 16: no batch fits there."""
+    """20 workers need a global batch of at least 20 x 1 > 16: no batch fits there."""
     small = GradientReport(noise_scale=100.0, base_batch=4, max_local_batch=8,
                            max_global_batch=16, steps=STEPS[:1])  # fmt: skip
     managed = job(low=1, high=20)
@@ -170,9 +160,9 @@ def test_a_malformed_report_is_not_priced(bad: GradientReport) -> None:
 
 def test_observations_match_what_fit_is_given() -> None:
     """Sanity of the table above: the fit over them is not the prior."""
-    fitted = fit(observations(report(), ranks=1))
+    fitted = fit(observations(report()))
     assert fitted != PRIOR
-    assert isinstance(observations(report(), ranks=1)[0], StepObservation)
+    assert isinstance(observations(report())[0], StepObservation)
 
 
 def series(name: str, value: str, **labels: str) -> dict[str, object]:
