@@ -106,6 +106,9 @@ def export(metrics: EngineMetrics, report: RoundReport, *, capacity: Mapping[str
             metrics.goodput.labels(*labels).set(o.goodput.goodput)
             metrics.efficiency.labels(*labels).set(o.goodput.batch.efficiency)
             metrics.global_batch.labels(*labels).set(o.goodput.batch.global_batch)
+            metrics.priced.add(labels)
+        else:  # not (or no longer) priced by goodput: no stale price
+            metrics.forget_goodput(*labels)
     counts = {o.job.key: o.current for o in report.outcomes}
     used = requested([o.job for o in report.outcomes], counts, capacity=capacity)
     for resource, available in capacity.items():

@@ -1,7 +1,7 @@
 """The engine's Prometheus metrics (prefix `autoscaler_`, base units, `_total` counters)."""
 
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -32,6 +32,8 @@ class EngineMetrics:
     capacity: Gauge
     capacity_used: Gauge
     leader: Gauge
+    # The jobs whose goodput series exist: only they have any to drop (5,000 jobs a round).
+    priced: set[tuple[str, str]] = field(default_factory=set)
 
     def forget(self, *, namespace: str, name: str) -> None:
         """Drop a finished or deleted job's series."""
@@ -42,10 +44,17 @@ class EngineMetrics:
             self.maximum,
             self.observed,
             self.predicted,
-            self.goodput,
-            self.efficiency,
-            self.global_batch,
         ):
+            with suppress(KeyError):
+                gauge.remove(namespace, name)
+        self.forget_goodput(namespace, name)
+
+    def forget_goodput(self, namespace: str, name: str) -> None:
+        """Drop a job's goodput series (it is no longer priced by goodput)."""
+        if (namespace, name) not in self.priced:
+            return
+        self.priced.discard((namespace, name))
+        for gauge in (self.goodput, self.efficiency, self.global_batch):
             with suppress(KeyError):
                 gauge.remove(namespace, name)
 

@@ -127,6 +127,10 @@ def test_an_outage_keeps_the_last_pricing_and_a_silent_job_gets_its_throughput(
     reports.broken, reports.reports = False, {}
     engine.run_once(now=START + timedelta(seconds=60))
     assert {j.name: j.goodput for j in policy.seen[-1].jobs}["bert"] is None
+    assert engine.metrics is not None
+    exported = {s.labels.get("pytorchjob") for m in engine.metrics.efficiency.collect()
+                for s in m.samples}  # fmt: skip
+    assert "bert" not in exported  # no stale price once it is not priced
     engine.close()
 
 
