@@ -6,13 +6,14 @@ observations (its step-time gauges), so the batch it runs at a count is the one 
 only the reading's lag differs (tests/unit/test_goodput_lag.py bounds what that costs).
 """
 
+import functools
 import math
 from collections.abc import Iterable
 
 from autoscaler.engine.ports import GradientReport, ManagedJob
 from autoscaler.goodput.batch import BatchChoice, BatchLimits, goodput_curve
 from autoscaler.goodput.efficiency import GradientNoise
-from autoscaler.goodput.step_time import StepObservation, fit
+from autoscaler.goodput.step_time import StepObservation, StepTimeModel, fit
 from autoscaler.policies.contract import BatchAtCount, Goodput, JobSnapshot
 
 
@@ -38,10 +39,18 @@ def observations(report: GradientReport) -> list[StepObservation]:
     ]  # fmt: skip
 
 
+# A fit is most of a job's pricing and its inputs repeat while the job's gauges stand still
+# (between its scrapes, or at a count it has left): the exact observations are the key, so a hit
+# is the fit the job makes too. The entries are immutable.
+@functools.lru_cache(maxsize=4096)
+def fitted(found: tuple[StepObservation, ...]) -> StepTimeModel:
+    return fit(found)
+
+
 def price(report: GradientReport, *, counts: Iterable[int]) -> Goodput:
     """The best batch at each worker count, under the model fitted over the job's observations
     (the prior where it has none)."""
-    model = fit(observations(report))
+    model = fitted(tuple(observations(report)))
     noise = GradientNoise(phi=report.noise_scale, base_batch=report.base_batch)
     limits = BatchLimits(
         base_batch=report.base_batch,
