@@ -34,6 +34,23 @@ PROGRESS_QUERY: Final = (
     f'max by ({LABEL_NAMESPACE}, {LABEL_JOB_NAME}, __name__) ({{__name__=~"{PROGRESS}|{TOTAL}"}})'
 )
 
+# Gradient statistics of a goodput job (one that opts in to batch-size co-adaptation): the
+# gradient noise scale at its base batch (smoothed), the base batch, the batch in use and its
+# bounds. For such a job the progress and total gauges above count samples at the base batch.
+GRADIENT_NOISE_SCALE: Final = "autoscaler_training_gradient_noise_scale"
+BASE_BATCH: Final = "autoscaler_training_base_batch_size"
+LOCAL_BATCH: Final = "autoscaler_training_local_batch_size"
+ACCUM_STEPS: Final = "autoscaler_training_accumulation_steps"
+REPLICAS: Final = "autoscaler_training_replicas"
+MAX_LOCAL_BATCH: Final = "autoscaler_training_max_local_batch_size"
+MAX_GLOBAL_BATCH: Final = "autoscaler_training_max_global_batch_size"
+# The job's mean step time at each configuration it has run (every incarnation: kept in its
+# checkpoint), labelled by that configuration; the engine fits the step-time model over these.
+STEP_SECONDS: Final = "autoscaler_training_step_seconds"
+LABEL_REPLICAS: Final = "replicas"
+LABEL_LOCAL_BATCH: Final = "local_batch"
+LABEL_ACCUM_STEPS: Final = "accum_steps"
+
 # Where the training helper finds its identity when not told (besides the pod's hostname).
 ENV_NAMESPACE: Final = "AUTOSCALER_NAMESPACE"
 ENV_JOB_NAME: Final = "AUTOSCALER_JOB_NAME"

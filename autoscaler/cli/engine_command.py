@@ -189,6 +189,7 @@ def run_engine(args: argparse.Namespace) -> int:
         metrics=metrics,
         decision_log=DecisionLog(config.decision_log) if config.decision_log else None,
         runner=runner_from(config, name=name, policy=policy),
+        goodput=throughput,
     )
 
     health = RoundHealth(interval=config.interval_seconds)

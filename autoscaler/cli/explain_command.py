@@ -110,12 +110,26 @@ def _job_lines(report: dict[str, Any]) -> list[str]:
         f" last {_or(report['last_rescale'], 'never')}",
         *_work_lines(report["work"]),
         *_queueing_lines(report["queueing"]),
+        *_goodput_lines(report["goodput"]),
         "Throughput (samples/s by workers):",
         *(
             f"  {row['replicas']:>4}  {_or(row['samples_per_second'], '-', '{:.4g}'):>10}"
             f"  {row['source']}"
             for row in report["curve"]
         ),
+    ]
+
+
+def _goodput_lines(goodput: dict[str, Any] | None) -> list[str]:
+    """Only for a job sized by goodput: its noise scale and the batch priced at its count."""
+    if goodput is None:
+        return []
+    return [
+        f"Goodput:   noise scale {goodput['noise_scale']:.4g} at base batch"
+        f" {goodput['base_batch']}; at {goodput['replicas']} workers batch"
+        f" {goodput['global_batch']} ({goodput['local_batch']} per rank x"
+        f" {goodput['accum_steps'] + 1} micro-steps), efficiency {goodput['efficiency']:.3f},"
+        f" {goodput['goodput']:.4g} samples at base batch/s",
     ]
 
 

@@ -21,7 +21,8 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
-from autoscaler.engine.ports import JobKey, ManagedJob, Progress
+from autoscaler import metrics_contract as contract
+from autoscaler.engine.ports import GradientReport, JobKey, ManagedJob, Progress, StepTime
 from autoscaler.metrics_contract import (
     DEFAULT_QUERY_TEMPLATE,
     DEFAULT_WINDOW,
@@ -118,6 +119,72 @@ def progress_by_job(result: Any, *, keys: Collection[JobKey]) -> dict[JobKey, Pr
     return {key: Progress(**fields) for key, fields in found.items()}
 
 
+# A goodput job's gauges, each as GradientReport's field (the step times apart: one series per
+# configuration it ran, labelled by it).
+GRADIENT_FIELDS: Mapping[str, str] = {
+    contract.GRADIENT_NOISE_SCALE: "noise_scale",
+    contract.BASE_BATCH: "base_batch",
+    contract.MAX_LOCAL_BATCH: "max_local_batch",
+    contract.MAX_GLOBAL_BATCH: "max_global_batch",
+    contract.LOCAL_BATCH: "local_batch",
+    contract.ACCUM_STEPS: "accum_steps",
+    contract.REPLICAS: "replicas",
+}
+STEP_LABELS = (contract.LABEL_REPLICAS, contract.LABEL_LOCAL_BATCH, contract.LABEL_ACCUM_STEPS)
+REQUIRED = ("noise_scale", "base_batch", "max_local_batch", "max_global_batch")
+_GRADIENT_NAMES = "|".join([*GRADIENT_FIELDS, contract.STEP_SECONDS])
+# Every job's gauges in one query: the largest value its pods report of each (a step time's
+# series kept apart by its configuration).
+GOODPUT_QUERY = (
+    f"max by ({LABEL_NAMESPACE}, {LABEL_JOB_NAME}, __name__, {', '.join(STEP_LABELS)}) "
+    f'({{__name__=~"{_GRADIENT_NAMES}"}})'
+)
+
+
+def reports_by_job(result: Any, *, keys: Collection[JobKey]) -> dict[JobKey, GradientReport]:
+    """`GOODPUT_QUERY`'s vector as each listed job's report: only the jobs that report their
+    noise scale, base batch and bounds; an unusable value (NaN, negative, a malformed label)
+    is left out."""
+    fields: dict[JobKey, dict[str, float]] = {}
+    steps: dict[JobKey, list[StepTime]] = {}
+    for series in result:
+        labels = series["metric"]
+        key = (labels.get(LABEL_NAMESPACE, ""), labels.get(LABEL_JOB_NAME, ""))
+        value = _rate(series["value"][1])
+        if key not in keys or value is None:
+            continue
+        name = labels.get("__name__", "")
+        if name == contract.STEP_SECONDS:
+            step = _step(labels, value)
+            if step is not None:
+                steps.setdefault(key, []).append(step)
+        elif name in GRADIENT_FIELDS:
+            fields.setdefault(key, {})[GRADIENT_FIELDS[name]] = value
+    return {
+        key: _report(found, tuple(sorted(steps.get(key, []), key=_configuration)))
+        for key, found in fields.items()
+        if all(field in found for field in REQUIRED)
+    }
+
+
+def _step(labels: Mapping[str, str], seconds: float) -> StepTime | None:
+    try:
+        replicas, local, accum = (int(labels[label]) for label in STEP_LABELS)
+    except (KeyError, ValueError):
+        return None
+    return StepTime(replicas=replicas, local_batch=local, accum_steps=accum, seconds=seconds)
+
+
+def _configuration(step: StepTime) -> tuple[int, int, int]:
+    return (step.replicas, step.local_batch, step.accum_steps)
+
+
+def _report(found: Mapping[str, float], steps: tuple[StepTime, ...]) -> GradientReport:
+    """The gauges as a report: batch sizes are whole numbers (a gauge carries a float)."""
+    whole = {name: int(value) for name, value in found.items() if name != "noise_scale"}
+    return GradientReport(noise_scale=found["noise_scale"], steps=steps, **whole)
+
+
 class PrometheusThroughput:
     """`ThroughputSource` over a Prometheus HTTP API, with a count of queries and failures.
 
@@ -202,6 +269,20 @@ class PrometheusThroughput:
             self.errors += 1
             log.warning("job progress unknown: %s: %.200s", type(exc).__name__, exc)
             return {}
+
+    def goodput(self, jobs: Sequence[ManagedJob], *, now: datetime) -> dict[JobKey, GradientReport]:
+        """The gradient statistics of every job that exports them, with one query for all jobs.
+        Raises when they cannot be read (the engine then prices as in its last round)."""
+        failure = self._authorize()
+        if failure is not None:
+            raise TransportError(failure)
+        self.queries += 1
+        try:
+            result = self._prom.custom_query(GOODPUT_QUERY, timeout=self.timeout)
+            return reports_by_job(result, keys={job.key for job in jobs})
+        except (OSError, PrometheusApiClientException, ValueError, LookupError, TypeError) as exc:
+            self.errors += 1
+            raise TransportError(f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]) from exc
 
     def _query(self, job: ManagedJob) -> float | None:
         template = job.throughput_query or self.template

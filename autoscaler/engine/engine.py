@@ -16,9 +16,12 @@ from datetime import datetime, timedelta
 from functools import partial
 
 from autoscaler.engine.config import EngineConfig
+from autoscaler.engine.goodput import price_job
 from autoscaler.engine.policy_runner import PolicyRunner, ThreadRunner
 from autoscaler.engine.ports import (
     Cluster,
+    GoodputSource,
+    GradientReport,
     JobKey,
     ManagedJob,
     Owner,
@@ -49,10 +52,10 @@ from autoscaler.engine.settle import (
     usable_reading,
 )
 from autoscaler.engine.snapshot import pinned, snapshot
-from autoscaler.engine.state import DecisionRecord, JobState, Step
+from autoscaler.engine.state import DecisionRecord, JobState, PricedBatch, Step
 from autoscaler.observability.decision_log import DecisionLog
 from autoscaler.observability.engine_metrics import EngineMetrics
-from autoscaler.policies.contract import Policy, Snapshot
+from autoscaler.policies.contract import Goodput, Policy, Snapshot
 from autoscaler.policies.objective import Objective
 from autoscaler.policies.speedup import JobCurve, curves, objective_value
 from autoscaler.policies.throughput_model import ThroughputModel
@@ -89,9 +92,11 @@ class Engine:
         metrics: EngineMetrics | None = None,
         decision_log: DecisionLog | None = None,
         runner: PolicyRunner | None = None,
+        goodput: GoodputSource | None = None,
     ) -> None:
         """`runner` calls the policy (default: a `ThreadRunner` on `policy`); `policy` stays
-        the one whose `reporting` scores the rounds."""
+        the one whose `reporting` scores the rounds. `goodput`: where the jobs that measure their
+        gradient statistics report them (those are then sized by goodput); None = none is."""
         self.cluster, self.throughput, self.policy = cluster, throughput, policy
         self.policy_name, self.config = policy_name, config
         self.objective = objective or Objective()
@@ -112,6 +117,8 @@ class Engine:
         )
         self._problems: dict[JobKey, tuple[str, ...]] = {}
         self._failures: dict[JobKey, str] = {}  # this round's failed throughput queries
+        self.goodput_source = goodput
+        self._priced: dict[JobKey, Goodput] = {}  # each goodput job's latest pricing
 
     def close(self) -> None:
         self.runner.close()
@@ -132,7 +139,15 @@ class Engine:
             self.config.capacity if self.config.capacity is not None else self.cluster.capacity()
         )
         restart = self.config.restart_seconds
-        view = snapshot(jobs, self.states, capacity=capacity, now=now, restart_seconds=restart)
+        self._priced = self._price(jobs, now=now)
+        view = snapshot(
+            jobs,
+            self.states,
+            capacity=capacity,
+            now=now,
+            restart_seconds=restart,
+            goodput=self._priced,
+        )
         # Fitted once, for the objective and the predictions, on a writer thread while the
         # policy decides: the writers are idle until the round's first write, and the main
         # thread only waits for the policy's worker (fitting took 33-62 ms of bench-scale's
@@ -183,6 +198,44 @@ class Engine:
         self._record(report, capacity=capacity)
         self._forget_gone({job.key for job in jobs})
         return report
+
+    def _price(self, jobs: Sequence[ManagedJob], *, now: datetime) -> dict[JobKey, Goodput]:
+        """Each goodput job's pricing this round. When the statistics cannot be read at all, the
+        last round's pricing stands (a job must not switch to a curve in another unit than its
+        remaining work for an outage); a job that does not report them is not priced."""
+        if self.goodput_source is None:
+            return {}
+        try:
+            reports: Mapping[JobKey, GradientReport] = self.goodput_source.goodput(jobs, now=now)
+        except Exception as failure:  # an outage: price as last round
+            log.warning("reading gradient statistics failed; pricing as last round: %s", failure)
+            return {job.key: self._priced[job.key] for job in jobs if job.key in self._priced}
+        priced = {}
+        for job in jobs:
+            report = reports.get(job.key)
+            if report is None:
+                continue
+            try:
+                goodput = price_job(job, report)
+            except Exception:  # one job's statistics must not fail the round
+                log.exception("pricing %s/%s by goodput failed", job.namespace, job.name)
+                goodput = self._priced.get(job.key)
+            if goodput is not None:
+                priced[job.key] = goodput
+        return priced
+
+    def _priced_at(self, key: JobKey, count: int) -> PricedBatch | None:
+        """A goodput job's pricing at `count`; None for another job or an unpriced count."""
+        goodput = self._priced.get(key)
+        batch = goodput.batches.get(count) if goodput is not None else None
+        if goodput is None or batch is None:
+            return None
+        return PricedBatch(
+            noise_scale=goodput.noise_scale,
+            base_batch=goodput.base_batch,
+            replicas=count,
+            batch=batch,
+        )
 
     def _warn_invalid(self, jobs: Sequence[ManagedJob]) -> None:
         """A Warning for each job whose annotations are ignored, once per change of them."""
@@ -453,6 +506,10 @@ class Engine:
         self._announce(job, record, settled, previous=previous, error=error)
         # A held-back job trains at nothing: no prediction (not the NaN of a count off its curve).
         predicted = curve.at(settled.replicas) if curve.known and settled.replicas else None
+        priced = self._priced_at(job.key, settled.replicas)
+        if priced is not None:  # its curve is goodput: predict the samples/s that are read
+            predicted = priced.batch.samples_per_second
+            state = state.model_copy(update={"goodput": priced})
         outcome = Outcome(
             job=job,
             settled=settled,
@@ -460,6 +517,7 @@ class Engine:
             error=error,
             observed=reading,
             predicted=predicted,
+            goodput=priced,
         )
         # Held rounds' recommendations count too: they keep a fresh rescale from being undone
         # before the window passes (without them bench-sim measured 1.5 % slower jobs and 6 %

@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 
 from autoscaler.engine.ports import OWNER_REASONS, HpaStatus, ManagedJob, Owner
+from autoscaler.engine.report import goodput_record
 from autoscaler.engine.settle import restarts_left
 from autoscaler.engine.snapshot import job_snapshot
 from autoscaler.engine.state import JobState
@@ -54,6 +55,7 @@ def explain(
         "queueing": _queueing(job, state),
         "throughput": _points(state, now=now),
         "curve": _curve(job, state, now=now, model=model),
+        "goodput": goodput_record(state.goodput),
         "decisions": [record.model_dump(mode="json") for record in reversed(state.decisions)],
     }
 

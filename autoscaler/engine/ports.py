@@ -160,3 +160,38 @@ class ThroughputSource(Protocol):
         """Why each job of the latest `read` has no value, for the jobs whose query failed (a job
         that simply has no data yet is not listed)."""
         ...
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """A goodput job's mean step time at one configuration it has run."""
+
+    replicas: int  # data-parallel replicas: worker pods, one rank each
+    local_batch: int
+    accum_steps: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class GradientReport:
+    """What a job that measures its gradient statistics reports (the training helper's gauges):
+    its noise scale at its base batch, its batch bounds, the batch in use and its step times."""
+
+    noise_scale: float
+    base_batch: int
+    max_local_batch: int
+    max_global_batch: int
+    local_batch: int | None = None
+    accum_steps: int | None = None
+    replicas: int | None = None
+    steps: tuple[StepTime, ...] = ()
+
+
+class GoodputSource(Protocol):
+    """The gradient statistics of the jobs that report them."""
+
+    def goodput(
+        self, jobs: Sequence[ManagedJob], *, now: datetime
+    ) -> Mapping[JobKey, GradientReport]:
+        """Each listed job that reports its statistics; the others are left out."""
+        ...

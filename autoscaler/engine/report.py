@@ -7,6 +7,7 @@ from typing import Any
 
 from autoscaler.engine.ports import OWNER_REASONS, JobKey, ManagedJob, Owner
 from autoscaler.engine.settle import Settled, current, requested
+from autoscaler.engine.state import PricedBatch
 from autoscaler.observability.engine_metrics import EngineMetrics
 from autoscaler.policies.contract import Snapshot
 
@@ -18,7 +19,8 @@ class Outcome:
     written: bool = False
     error: str = ""
     observed: float | None = None
-    predicted: float | None = None
+    predicted: float | None = None  # samples/s (a goodput job's at the batch it was priced at)
+    goodput: PricedBatch | None = None  # a goodput job's pricing at its settled count
 
     @property
     def current(self) -> int:
@@ -63,9 +65,24 @@ def log_records(report: RoundReport) -> list[dict[str, Any]]:
             "observed_samples_per_second": o.observed,
             "predicted_samples_per_second": o.predicted,
             "remaining_samples": remaining.get((o.job.namespace, o.job.name)),
+            "goodput": goodput_record(o.goodput),
         }
         for o in report.outcomes
     ]
+
+
+def goodput_record(priced: PricedBatch | None) -> dict[str, Any] | None:
+    """A goodput job's pricing as the decision log shows it: its noise scale, the batch chosen at
+    its settled count, that batch's efficiency and the goodput it was priced at."""
+    if priced is None:
+        return None
+    return {
+        "noise_scale": priced.noise_scale,
+        "base_batch": priced.base_batch,
+        "replicas": priced.replicas,
+        **priced.batch.model_dump(),
+        "goodput": priced.goodput,
+    }
 
 
 def export(metrics: EngineMetrics, report: RoundReport, *, capacity: Mapping[str, float]) -> None:
@@ -85,6 +102,13 @@ def export(metrics: EngineMetrics, report: RoundReport, *, capacity: Mapping[str
             metrics.observed.labels(*labels).set(o.observed)
         if o.predicted is not None:
             metrics.predicted.labels(*labels).set(o.predicted)
+        if o.goodput is not None:
+            metrics.goodput.labels(*labels).set(o.goodput.goodput)
+            metrics.efficiency.labels(*labels).set(o.goodput.batch.efficiency)
+            metrics.global_batch.labels(*labels).set(o.goodput.batch.global_batch)
+            metrics.priced.add(labels)
+        else:  # not (or no longer) priced by goodput: no stale price
+            metrics.forget_goodput(*labels)
     counts = {o.job.key: o.current for o in report.outcomes}
     used = requested([o.job for o in report.outcomes], counts, capacity=capacity)
     for resource, available in capacity.items():

@@ -3,10 +3,11 @@
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from autoscaler.engine.goodput import priced_snapshot
 from autoscaler.engine.ports import JobKey, ManagedJob
 from autoscaler.engine.settle import restarts_left
 from autoscaler.engine.state import JobState, Step
-from autoscaler.policies.contract import JobSnapshot, Snapshot
+from autoscaler.policies.contract import Goodput, JobSnapshot, Snapshot
 
 
 def job_snapshot(
@@ -51,13 +52,16 @@ def snapshot(
     capacity: Mapping[str, float],
     now: datetime,
     restart_seconds: float,
+    goodput: Mapping[JobKey, Goodput] | None = None,
 ) -> Snapshot:
+    """Every job as a policy sees it; a job in `goodput` with its goodput curve."""
+    views = [
+        job_snapshot(job, states[job.key], now=now, restart_seconds=restart_seconds) for job in jobs
+    ]
+    priced = goodput or {}
     return Snapshot(
         capacity=dict(capacity),
-        jobs=[
-            job_snapshot(job, states[job.key], now=now, restart_seconds=restart_seconds)
-            for job in jobs
-        ],
+        jobs=[priced_snapshot(v, priced[v.key]) if v.key in priced else v for v in views],
     )
 
 

@@ -8,6 +8,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from autoscaler.policies.contract import BatchAtCount
+
 log = logging.getLogger(__name__)
 HISTORY = 5  # different decisions kept per job (for `explain`); about 0.5 KB each
 
@@ -55,6 +57,22 @@ def _decided(record: DecisionRecord) -> tuple[object, ...]:
             record.written, steps)  # fmt: skip
 
 
+class PricedBatch(BaseModel):
+    """How a goodput job was priced at the count it was last given (for `explain`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    noise_scale: float
+    base_batch: int
+    replicas: int
+    batch: BatchAtCount
+
+    @property
+    def goodput(self) -> float:
+        """Samples at the base batch per second."""
+        return self.batch.samples_per_second * self.batch.efficiency
+
+
 class JobState(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -78,6 +96,7 @@ class JobState(BaseModel):
     resumed_at: datetime | None = None
     forced_resume: datetime | None = None
     decisions: list[DecisionRecord] = []  # the latest few different ones, newest last
+    goodput: PricedBatch | None = None  # a goodput job's latest pricing at its settled count
 
     @property
     def last_decision(self) -> DecisionRecord | None:

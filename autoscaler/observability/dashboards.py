@@ -328,6 +328,51 @@ def dashboard(
 # -- the dashboards ------------------------------------------------------------------------------
 
 
+def goodput_panels(m: EngineMetrics, job_legend: str) -> list[timeseries.Panel | stat.Panel]:
+    """The jobs sized by goodput: the goodput priced at the desired count, that batch's
+    efficiency, and the batch against the job's own gradient noise scale."""
+    noise = q.select(
+        contract.GRADIENT_NOISE_SCALE,
+        q.matches(contract.LABEL_NAMESPACE, "namespace"),
+        q.matches(contract.LABEL_JOB_NAME, "job"),
+    )
+    reported = f"{{{{{contract.LABEL_NAMESPACE}}}}}/{{{{{contract.LABEL_JOB_NAME}}}}}"
+    return [
+        timeseries_panel(
+            "Goodput priced",
+            "Goodput the engine priced each goodput job at, at its desired count: throughput x"
+            " statistical efficiency of the best batch there, in samples at the job's base"
+            " batch per second (the unit its remaining work is counted in).",
+            [target(q.job_series(m.goodput), f"{job_legend} goodput")],
+            unit="suffix: samples@B0/s",
+            width=8,
+        ),
+        timeseries_panel(
+            "Statistical efficiency",
+            "Efficiency (noise scale + base batch) / (noise scale + batch) of the batch priced at"
+            " each goodput job's desired count: 1 at the base batch.",
+            [target(q.job_series(m.efficiency), f"{job_legend} efficiency")],
+            unit="percentunit",
+            width=8,
+        ),
+        timeseries_panel(
+            "Batch priced vs noise scale",
+            "The global batch priced at each goodput job's desired count, and the gradient noise"
+            " scale the job reports (dashed): batches past the noise scale lose efficiency.",
+            [
+                target(q.job_series(m.global_batch), f"{job_legend} batch"),
+                target(
+                    f"max by ({contract.LABEL_NAMESPACE}, {contract.LABEL_JOB_NAME}) ({noise})",
+                    f"{reported} noise scale",
+                ),
+            ],
+            unit="none",
+            width=8,
+            dashed="/ noise scale$/",
+        ),
+    ]
+
+
 def scaling_decisions(m: EngineMetrics | None = None) -> JSON:
     """What the engine decided and why: every job's replicas against its bounds, the reasons,
     throughput observed against predicted, the capacity, the objective and the policy itself."""
@@ -457,6 +502,7 @@ def scaling_decisions(m: EngineMetrics | None = None) -> JSON:
             width=WIDTH,
             dashed="/ predicted$/",
         ),
+        *goodput_panels(m, job_legend),
         timeseries_panel(
             "Capacity: available vs used",
             "Resources the engine may hand out (dashed) and what its jobs hold after each round.",

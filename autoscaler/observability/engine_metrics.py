@@ -1,7 +1,7 @@
 """The engine's Prometheus metrics (prefix `autoscaler_`, base units, `_total` counters)."""
 
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -17,6 +17,9 @@ class EngineMetrics:
     maximum: Gauge
     observed: Gauge
     predicted: Gauge
+    goodput: Gauge
+    efficiency: Gauge
+    global_batch: Gauge
     decisions: Counter
     writes: Counter
     rounds: Counter
@@ -29,6 +32,8 @@ class EngineMetrics:
     capacity: Gauge
     capacity_used: Gauge
     leader: Gauge
+    # The jobs whose goodput series exist: only they have any to drop (5,000 jobs a round).
+    priced: set[tuple[str, str]] = field(default_factory=set)
 
     def forget(self, *, namespace: str, name: str) -> None:
         """Drop a finished or deleted job's series."""
@@ -40,6 +45,16 @@ class EngineMetrics:
             self.observed,
             self.predicted,
         ):
+            with suppress(KeyError):
+                gauge.remove(namespace, name)
+        self.forget_goodput(namespace, name)
+
+    def forget_goodput(self, namespace: str, name: str) -> None:
+        """Drop a job's goodput series (it is no longer priced by goodput)."""
+        if (namespace, name) not in self.priced:
+            return
+        self.priced.discard((namespace, name))
+        for gauge in (self.goodput, self.efficiency, self.global_batch):
             with suppress(KeyError):
                 gauge.remove(namespace, name)
 
@@ -64,6 +79,22 @@ def engine_metrics() -> EngineMetrics:
         predicted=_job_gauge(
             "predicted_throughput_samples_per_second",
             "Throughput the model predicts at the desired count",
+            registry,
+        ),
+        goodput=_job_gauge(
+            "predicted_goodput",
+            "Goodput (samples at the base batch per second) priced at the desired count, for a"
+            " job sized by goodput",
+            registry,
+        ),
+        efficiency=_job_gauge(
+            "statistical_efficiency",
+            "Statistical efficiency of the batch priced at the desired count (goodput jobs)",
+            registry,
+        ),
+        global_batch=_job_gauge(
+            "global_batch_size",
+            "Global batch priced at the desired count (goodput jobs)",
             registry,
         ),
         decisions=Counter(

@@ -10,10 +10,44 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    model_validator,
+)
 
 from autoscaler.policies.objective import Objective
 from autoscaler.policies.throughput_model import ThroughputModel
+
+
+class BatchAtCount(BaseModel):
+    """The batch a goodput job runs at one worker count: the one that maximises its goodput."""
+
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
+
+    local_batch: PositiveInt = Field(description="samples per replica and micro-step")
+    accum_steps: NonNegativeInt = Field(
+        description="micro-steps accumulated before the synchronising one (0 = none)"
+    )
+    global_batch: PositiveInt = Field(description="replicas x local_batch x (accum_steps + 1)")
+    efficiency: float = Field(gt=0, le=1, description="statistical efficiency at global_batch")
+    samples_per_second: NonNegativeFloat = Field(description="throughput at this batch")
+
+
+class Goodput(BaseModel):
+    """How a job sized by goodput was priced: its gradient noise and each count's best batch."""
+
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
+
+    noise_scale: NonNegativeFloat = Field(description="gradient noise scale at base_batch (PGNS)")
+    base_batch: PositiveInt = Field(description="the global batch its work is counted at")
+    batches: dict[int, BatchAtCount] = Field(
+        default_factory=dict, description="the best batch at each count `throughput` prices"
+    )
 
 
 class JobSnapshot(BaseModel):
@@ -34,7 +68,9 @@ class JobSnapshot(BaseModel):
     weight: float = Field(default=1.0, gt=0, description="relative priority in the objective")
     throughput: dict[int, float] = Field(
         default_factory=dict,
-        description="observed throughput (samples/s) by worker count; may cover only some counts",
+        description="observed throughput (samples/s) by worker count; may cover only some counts."
+        " For a job sized by goodput (`goodput` set): its goodput at every count, in samples at"
+        " its base batch per second, as `remaining_samples` counts its work",
     )
     throughput_age_seconds: dict[int, NonNegativeFloat] = Field(
         default_factory=dict,
@@ -83,6 +119,11 @@ class JobSnapshot(BaseModel):
     )
     held_seconds: NonNegativeFloat | None = Field(
         default=None, description="seconds since the engine held the job back (when suspended)"
+    )
+    goodput: Goodput | None = Field(
+        default=None,
+        description="set when the job is sized by goodput: `throughput` and `remaining_samples`"
+        " are then in samples at its base batch; None = plain samples",
     )
 
     @property

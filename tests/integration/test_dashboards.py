@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from autoscaler import metrics_contract as contract
 from autoscaler.api import coordinates as c
 from autoscaler.observability.dashboards import DASHBOARDS
 from tests.integration.test_engine import CURVES, GPU, gpu_job
@@ -33,11 +34,23 @@ from tests.support.engine_process import engine_config, engine_process, operator
 from tests.support.polling import wait_for
 from tests.support.processes import http_get, log_tail
 from tests.support.prometheus import PrometheusServer
-from tests.support.training import Kubelet, Trainer, remove_jobs_and_pods
+from tests.support.training import (
+    Kubelet,
+    Trainer,
+    export_gradient_statistics,
+    remove_jobs_and_pods,
+)
 
 GRAFANA = REPO_ROOT / "deploy" / "grafana"
 JOBS = ("linear", "sublinear")
 PREEMPTIBLE = "sublinear"  # the policy holds it back now and then
+GOODPUT = "linear"  # reports gradient statistics: the engine sizes it by goodput
+GRADIENT_GAUGES = {
+    contract.GRADIENT_NOISE_SCALE: 400.0,
+    contract.BASE_BATCH: 32,
+    contract.MAX_LOCAL_BATCH: 128,
+    contract.MAX_GLOBAL_BATCH: 2048,
+}
 GPUS = 6
 STEP = 1  # s, the query_range resolution
 # Grafana's own variables for a 1 s scrape interval and a 1 s step.
@@ -156,6 +169,10 @@ def test_every_dashboard_query_returns_data(
             trainer = stack.enter_context(
                 Trainer(kube_api, namespace=namespace, name=name, curve=CURVES[name])
             )
+            if name == GOODPUT:
+                export_gradient_statistics(
+                    trainer.reporter, namespace=namespace, name=name, gauges=GRADIENT_GAUGES
+                )
             prometheus.add_target(trainer.target, job="training")
             stack.callback(prometheus.remove_target, trainer.target, job="training")
         config = engine_config(

@@ -51,7 +51,7 @@ def exported() -> dict[str, set[str]]:
             for metric in registry.collect()
             for sample_name in _sample_names(metric.name, metric.type)
         }
-    names["training"] = {contract.SAMPLES_TOTAL}
+    names["training"] = {contract.SAMPLES_TOTAL, contract.GRADIENT_NOISE_SCALE}
     return names
 
 

@@ -1,0 +1,121 @@
+"""Pricing a goodput job (pure): its step-time model fitted over its own observations, each
+count's best batch, and the snapshot that gives the policy its goodput curve.
+
+The job chooses its batch with the same two functions of `autoscaler.goodput` over the same
+observations (its step-time gauges), so the batch it runs at a count is the one priced here;
+only the reading's lag differs (tests/unit/test_goodput_lag.py bounds what that costs).
+"""
+
+import functools
+import math
+from collections.abc import Iterable
+
+from autoscaler.engine.ports import GradientReport, ManagedJob
+from autoscaler.goodput.batch import BatchChoice, BatchLimits, goodput_curve
+from autoscaler.goodput.efficiency import GradientNoise
+from autoscaler.goodput.step_time import StepObservation, StepTimeModel, fit
+from autoscaler.policies.contract import BatchAtCount, Goodput, JobSnapshot
+
+
+def nodes_of(replicas: int) -> int:
+    """One rank per worker pod and its placement unknown: each counts as its own node (the
+    training helper counts them the same way, so both fit the same observations)."""
+    return replicas
+
+
+def observations(report: GradientReport) -> list[StepObservation]:
+    """The job's step times as the step-time model's observations."""
+    return [
+        StepObservation(
+            nodes=nodes_of(step.replicas),
+            replicas=step.replicas,
+            local_batch=step.local_batch,
+            accum_steps=step.accum_steps,
+            step_seconds=step.seconds,
+        )
+        for step in report.steps
+        if step.replicas > 0 and step.local_batch > 0 and step.accum_steps >= 0
+        and math.isfinite(step.seconds) and step.seconds > 0
+    ]  # fmt: skip
+
+
+# A fit is most of a job's pricing and its inputs repeat while the job's gauges stand still
+# (between its scrapes, or at a count it has left): the exact observations are the key, so a hit
+# is the fit the job makes too. The entries are immutable.
+@functools.lru_cache(maxsize=4096)
+def fitted(found: tuple[StepObservation, ...]) -> StepTimeModel:
+    return fit(found)
+
+
+def price(report: GradientReport, *, counts: Iterable[int]) -> Goodput:
+    """The best batch at each worker count, under the model fitted over the job's observations
+    (the prior where it has none)."""
+    model = fitted(tuple(observations(report)))
+    noise = GradientNoise(phi=report.noise_scale, base_batch=report.base_batch)
+    limits = BatchLimits(
+        base_batch=report.base_batch,
+        max_local_batch=report.max_local_batch,
+        max_global_batch=report.max_global_batch,
+    )
+    curve = goodput_curve(model, noise, limits, counts, nodes_of=nodes_of)
+    batches = {count: batch_at(choice) for count, choice in curve.items() if usable(choice)}
+    return Goodput(noise_scale=report.noise_scale, base_batch=report.base_batch, batches=batches)
+
+
+def batch_at(choice: BatchChoice) -> BatchAtCount:
+    return BatchAtCount(
+        local_batch=choice.local_batch,
+        accum_steps=choice.accum_steps,
+        global_batch=choice.global_batch,
+        efficiency=choice.efficiency,
+        samples_per_second=choice.throughput,
+    )
+
+
+def usable(choice: BatchChoice) -> bool:
+    """A choice the contract can carry: finite, positive throughput and efficiency in (0, 1]."""
+    fine = math.isfinite(choice.throughput) and math.isfinite(choice.efficiency)
+    return fine and choice.fits and 0 < choice.efficiency <= 1
+
+
+def priced_snapshot(job: JobSnapshot, goodput: Goodput) -> JobSnapshot:
+    """The job as a policy sees it when sized by goodput: its curve is the goodput at every
+    priced count (fresh: computed this round), in the unit its remaining work is counted in; a
+    count where no batch fits its bounds is not allowed."""
+    curve = {n: b.samples_per_second * b.efficiency for n, b in goodput.batches.items()}
+    update: dict[str, object] = {
+        "throughput": curve,
+        "throughput_age_seconds": {},
+        "goodput": goodput,
+    }
+    if any(
+        not job.allows(n) or n not in curve for n in range(job.min_replicas, job.max_replicas + 1)
+    ):
+        update["allowed_replicas"] = fitting(job, goodput)
+    return job.model_copy(update=update)
+
+
+def fitting(job: JobSnapshot, goodput: Goodput) -> tuple[int, ...]:
+    """The counts the job allows at which a batch fits its bounds, ascending."""
+    return tuple(n for n in sorted(goodput.batches) if job.allows(n))
+
+
+def allowed(job: ManagedJob) -> list[int]:
+    """The counts a goodput job is priced at: every count it may run at."""
+    counts = range(job.min_replicas, job.max_replicas + 1)
+    return [n for n in counts if job.allowed_replicas is None or n in job.allowed_replicas]
+
+
+def well_formed(report: GradientReport) -> bool:
+    """Whether the report can be priced: a finite noise scale and positive, ordered bounds."""
+    bounds = 0 < report.base_batch <= report.max_global_batch and report.max_local_batch > 0
+    return bounds and math.isfinite(report.noise_scale) and report.noise_scale >= 0
+
+
+def price_job(job: ManagedJob, report: GradientReport) -> Goodput | None:
+    """The job priced by its report; None when the report cannot be priced or no batch fits at
+    any count (its throughput curve stays)."""
+    if not well_formed(report):
+        return None
+    goodput = price(report, counts=allowed(job))
+    return goodput if goodput.batches else None

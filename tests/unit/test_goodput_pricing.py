@@ -1,0 +1,194 @@
+"""Pricing a goodput job (pure tables): report -> fitted step-time model -> each count's best
+batch -> the snapshot a policy sees."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from autoscaler import metrics_contract as c
+from autoscaler.clients.prometheus import reports_by_job
+from autoscaler.engine.goodput import (
+    observations,
+    price,
+    price_job,
+    priced_snapshot,
+)
+from autoscaler.engine.ports import GradientReport, ManagedJob, Owner, StepTime
+from autoscaler.engine.snapshot import snapshot
+from autoscaler.engine.state import JobState
+from autoscaler.goodput.batch import BatchLimits, best_batch
+from autoscaler.goodput.efficiency import GradientNoise
+from autoscaler.goodput.step_time import PRIOR, StepObservation, fit
+from autoscaler.policies.contract import JobSnapshot
+from autoscaler.policies.speedup import job_curve, remaining_seconds
+from autoscaler.policies.throughput_model import ThroughputModel
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+STEPS = (
+    StepTime(replicas=1, local_batch=32, accum_steps=0, seconds=0.20),
+    StepTime(replicas=2, local_batch=32, accum_steps=0, seconds=0.24),
+    StepTime(replicas=4, local_batch=64, accum_steps=0, seconds=0.45),
+)
+
+
+def report(phi: float = 500.0, steps: tuple[StepTime, ...] = STEPS) -> GradientReport:
+    return GradientReport(
+        noise_scale=phi, base_batch=32, max_local_batch=128, max_global_batch=2048, steps=steps
+    )
+
+
+def job(gpus: float = 1.0, low: int = 1, high: int = 8, **extra: object) -> ManagedJob:
+    fields: dict[str, object] = dict(
+        namespace="ns",
+        name="bert",
+        min_replicas=low,
+        max_replicas=high,
+        replicas=2,
+        active=2,
+        owner=Owner.ENGINE,
+        created=NOW,
+        resources_per_replica={"nvidia.com/gpu": gpus},
+        total_samples=1e6,
+    )
+    return ManagedJob(**(fields | extra))  # type: ignore[arg-type]
+
+
+def test_each_worker_counts_as_a_node() -> None:
+    found = observations(report())
+    assert [o.nodes for o in found] == [1, 2, 4]
+    assert [(o.replicas, o.local_batch, o.step_seconds) for o in found] == [
+        (s.replicas, s.local_batch, s.seconds) for s in STEPS
+    ]
+
+
+def test_unusable_step_times_are_left_out() -> None:
+    bad = (StepTime(2, 32, 0, float("nan")), StepTime(2, 32, 0, 0.0), StepTime(0, 32, 0, 1.0))
+    assert observations(report(steps=STEPS[:1] + bad)) == observations(report(steps=STEPS[:1]))
+
+
+def test_each_count_is_priced_at_the_cores_best_batch() -> None:
+    """The engine's price is exactly what the job's own choice computes from the same inputs."""
+    priced = price(report(), counts=range(1, 9))
+    model = fit(observations(report()))
+    noise = GradientNoise(phi=500.0, base_batch=32)
+    limits = BatchLimits(base_batch=32, max_local_batch=128, max_global_batch=2048)
+    for count, batch in priced.batches.items():
+        own = best_batch(model, noise, limits, replicas=count, nodes=count)
+        assert (batch.local_batch, batch.accum_steps, batch.global_batch) == (
+            own.local_batch,
+            own.accum_steps,
+            own.global_batch,
+        )
+        assert batch.samples_per_second * batch.efficiency == pytest.approx(own.goodput)
+    assert sorted(priced.batches) == list(range(1, 9))
+
+
+def test_without_observations_the_prior_prices() -> None:
+    priced = price(report(steps=()), counts=[1, 2])
+    noise = GradientNoise(phi=500.0, base_batch=32)
+    limits = BatchLimits(base_batch=32, max_local_batch=128, max_global_batch=2048)
+    own = best_batch(PRIOR, noise, limits, replicas=2, nodes=2)
+    assert priced.batches[2].global_batch == own.global_batch
+
+
+@pytest.mark.parametrize(("phi", "grows"), [(50.0, False), (5000.0, True)])
+def test_a_noisier_gradient_takes_a_larger_batch_at_more_workers(phi: float, grows: bool) -> None:
+    batches = price(report(phi=phi), counts=[1, 8]).batches
+    assert batches[8].global_batch >= batches[1].global_batch
+    assert (batches[8].global_batch > 4 * batches[1].global_batch) is grows
+
+
+def test_the_snapshot_carries_the_goodput_curve_and_unit() -> None:
+    managed = job()
+    goodput = price_job(managed, report())
+    assert goodput is not None
+    states = {managed.key: JobState(samples_done=4e5)}
+    view = snapshot([managed], states, capacity={}, now=NOW, restart_seconds=30.0,
+                    goodput={managed.key: goodput})  # fmt: skip
+    seen = view.jobs[0]
+    assert seen.goodput == goodput
+    assert seen.remaining_samples == 6e5  # the progress gauge's unit: samples at B0
+    assert seen.throughput_age_seconds == {}
+    for count, batch in goodput.batches.items():
+        assert seen.throughput[count] == pytest.approx(batch.samples_per_second * batch.efficiency)
+    # A policy's curve is that goodput as it is, and its time to finish is in the same unit.
+    curve = job_curve(seen, model=ThroughputModel())
+    assert curve.at(4) == seen.throughput[4]
+    assert remaining_seconds(seen, curve)[3] == pytest.approx(6e5 / seen.throughput[4])
+
+
+def test_a_job_without_statistics_keeps_its_throughput_curve() -> None:
+    managed = job(name="plain")
+    states = {managed.key: JobState()}
+    view = snapshot([managed], states, capacity={}, now=NOW, restart_seconds=30.0, goodput={})
+    assert view.jobs[0].goodput is None
+
+
+def test_counts_where_no_batch_fits_are_not_allowed() -> None:
+    """20 workers need a global batch of at least 20 x 1 > 16: no batch fits there."""
+    small = GradientReport(noise_scale=100.0, base_batch=4, max_local_batch=8,
+                           max_global_batch=16, steps=STEPS[:1])  # fmt: skip
+    managed = job(low=1, high=20)
+    goodput = price_job(managed, small)
+    assert goodput is not None
+    assert max(goodput.batches) == 16
+    base = JobSnapshot(namespace="ns", name="bert", min_replicas=1, max_replicas=20, replicas=2)
+    seen = priced_snapshot(base, goodput)
+    assert seen.allowed_replicas == tuple(range(1, 17))
+
+
+def test_allowed_counts_are_the_only_ones_priced() -> None:
+    managed = job(allowed_replicas=(2, 4, 8))
+    goodput = price_job(managed, report())
+    assert goodput is not None
+    assert sorted(goodput.batches) == [2, 4, 8]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        GradientReport(float("nan"), 32, 128, 2048),
+        GradientReport(-1.0, 32, 128, 2048),
+        GradientReport(10.0, 0, 128, 2048),
+        GradientReport(10.0, 4096, 128, 2048),
+        GradientReport(10.0, 32, 0, 2048),
+    ],
+)
+def test_a_malformed_report_is_not_priced(bad: GradientReport) -> None:
+    assert price_job(job(), bad) is None
+
+
+def test_observations_match_what_fit_is_given() -> None:
+    """Sanity of the table above: the fit over them is not the prior."""
+    fitted = fit(observations(report()))
+    assert fitted != PRIOR
+    assert isinstance(observations(report())[0], StepObservation)
+
+
+def series(name: str, value: str, **labels: str) -> dict[str, object]:
+    return {"metric": {"__name__": name, "namespace": "ns", "job_name": "bert", **labels},
+            "value": [0, value]}  # fmt: skip
+
+
+def test_the_readers_vector_becomes_reports() -> None:
+    """Only jobs with noise scale, base batch and bounds; unusable values and labels left out."""
+    step = {"replicas": "2", "local_batch": "32", "accum_steps": "0"}
+    result = [
+        series(c.GRADIENT_NOISE_SCALE, "250.5"),
+        series(c.BASE_BATCH, "32"),
+        series(c.MAX_LOCAL_BATCH, "128"),
+        series(c.MAX_GLOBAL_BATCH, "2048"),
+        series(c.LOCAL_BATCH, "NaN"),
+        series(c.STEP_SECONDS, "0.3", **step),
+        series(c.STEP_SECONDS, "0.2", replicas="1", local_batch="x", accum_steps="0"),
+        series(c.STEP_SECONDS, "-1", **step | {"replicas": "4"}),
+        {
+            "metric": {"__name__": c.GRADIENT_NOISE_SCALE, "namespace": "ns", "job_name": "half"},
+            "value": [0, "3"],
+        },
+    ]
+    keys = {("ns", "bert"), ("ns", "half")}
+    assert reports_by_job(result, keys=keys) == {
+        ("ns", "bert"): GradientReport(250.5, 32, 128, 2048, steps=(StepTime(2, 32, 0, 0.3),))
+    }
+    assert reports_by_job(result, keys={("ns", "other")}) == {}
