@@ -19,7 +19,6 @@ from tests.support.polling import wait_for
 from tests.support.processes import free_port
 from tests.support.prometheus import PrometheusServer
 
-pytestmark = pytest.mark.integration
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 LABELS = (contract.LABEL_NAMESPACE, contract.LABEL_JOB_NAME)
 STEP_LABELS = (
