@@ -36,7 +36,9 @@ from tests.e2e.training import (
     RDZV_CONF,
     Scenario,
     TrainingJob,
+    reasons,
     restart_counts,
+    sized,
     wait_stepping,
     wait_succeeded,
 )
@@ -260,29 +262,47 @@ def test_a_node_gone_silent_is_recovered_from(scenario: Scenario) -> None:
     (what an operator or a node-remediation controller applies to a node known to be down) lets
     the taint-eviction and pod garbage collector controllers release its pod; the operator
     re-creates it, the scheduler places it on the spare node, and the world grows back. The
-    engine is left out (the job opts out): it would size the job on the stalled readings."""
+    engine sizes the job throughout: it sees the job recovering (its progress stalled, a pod
+    not ready), records none of those readings and keeps its count (`Recovering`)."""
     agent = scenario.nodes(3, gpus=1)
     job = scenario.job("lost")
-    manifest = job.manifest(replicas=2, low=1, high=2, total_samples=LOST_SAMPLES)
-    manifest["metadata"]["annotations"] = {c.ANNOTATION_OPT_OUT: "true"}
-    job.create(manifest)
-    wait_stepping(job, 2, timeout=180)
-    node = job.pods()["lost-worker-1"]["spec"]["nodeName"]
-    lost = time.time()
-    agent.lose_node(node)
-    wait_stepping(job, 1, after=lost, timeout=180)
-    alone = record(job, scenario.rescales, cause=NODE_LOST, at=lost, world=1, limit=NODE_LOST_BOUND)
-    assert alone.stall_seconds >= COLLECTIVE_TIMEOUT, "a reset reached the survivor"
-    replaced = job.replace_pod_of_lost_node("lost-worker-1", node)
-    wait_stepping(job, 2, after=replaced, timeout=180)
-    record(job, scenario.rescales, cause="lost node's pod replaced", at=replaced, world=2)
+    with scenario.engine():
+        job.create(job.manifest(replicas=2, low=1, high=2, total_samples=LOST_SAMPLES))
+        wait_stepping(job, 2, timeout=180)
+        wait_for(
+            lambda: sized(scenario, "lost"),
+            timeout=120,
+            interval=1,
+            what="the engine to size `lost` on a reading at its count",
+        )
+        node = job.pods()["lost-worker-1"]["spec"]["nodeName"]
+        lost = time.time()
+        agent.lose_node(node)
+        wait_stepping(job, 1, after=lost, timeout=180)
+        alone = record(
+            job, scenario.rescales, cause=NODE_LOST, at=lost, world=1, limit=NODE_LOST_BOUND
+        )
+        assert alone.stall_seconds >= COLLECTIVE_TIMEOUT, "a reset reached the survivor"
+        replaced = job.replace_pod_of_lost_node("lost-worker-1", node)
+        wait_stepping(job, 2, after=replaced, timeout=180)
+        record(job, scenario.rescales, cause="lost node's pod replaced", at=replaced, world=2)
+        wait_for(
+            lambda: sized(scenario, "lost"),
+            timeout=120,
+            interval=1,
+            what="the engine to size `lost` on whole readings again",
+        )
+        assert [count for _, count in job.replica_history] == [2], job.replica_history
+        assert "Recovering" in reasons(scenario, "lost", after=lost)
     assert all(pod["spec"]["nodeName"] != node for pod in job.pods().values())
     no_failures(job)
     wait_succeeded(job, timeout=300)
     assert_trained_consistently(job)
 
 
-LOST_SAMPLES = 100_000  # the silent timeout, the release and the rejoin, with a margin
+# The engine's first reading, the silent timeout, the release, the rejoin and the engine's
+# reading after it, with a margin.
+LOST_SAMPLES = 250_000
 
 
 def restart_units(job: TrainingJob, *, after: float) -> int:
