@@ -111,6 +111,7 @@ def _job_lines(report: dict[str, Any]) -> list[str]:
         *_work_lines(report["work"]),
         *_queueing_lines(report["queueing"]),
         *_goodput_lines(report["goodput"]),
+        *_recovery_lines(report["recovery"]),
         "Throughput (samples/s by workers):",
         *(
             f"  {row['replicas']:>4}  {_or(row['samples_per_second'], '-', '{:.4g}'):>10}"
@@ -147,6 +148,16 @@ def _queueing_lines(queueing: dict[str, Any]) -> list[str]:
     forced = queueing["forced_resume"]
     bound = f", resumed by the starvation bound at {forced}" if forced else ""
     return [f"Queueing:  {may}; {now}; held back {queueing['suspensions']} times{bound}"]
+
+
+def _recovery_lines(recovery: dict[str, Any]) -> list[str]:
+    """Only for a job that was seen recovering."""
+    since = recovery["disturbed_at"]
+    if since is None:
+        return []
+    why = recovery["disturbance"]
+    now = f"recovering: {why}" if why else "whole again"
+    return [f"Recovery:  {now} (last seen recovering at {since})"]
 
 
 def _work_lines(work: dict[str, Any]) -> list[str]:

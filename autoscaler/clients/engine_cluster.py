@@ -6,6 +6,7 @@ that met a job changed since the informer read it, however many jobs and pods th
 (client-go's shared informers, as the HPA controller and kube-scheduler keep them).
 """
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -18,7 +19,7 @@ from autoscaler.api import coordinates as c
 from autoscaler.api.quantity import parse_resources
 from autoscaler.api.timestamps import format_timestamp
 from autoscaler.clients.informer import Informer
-from autoscaler.clients.jobs import managed_job, pod_requests
+from autoscaler.clients.jobs import managed_job, pod_requests, worker_health
 from autoscaler.clients.kube import JOBS, PODS, ConflictError, Kube, NotFoundError, Resource
 from autoscaler.clients.recorder import EventRecorder, InFlight
 from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
@@ -112,7 +113,8 @@ class KubeCluster:
                     jobs.append(job)
         self._typed = typed  # jobs gone from the caches are forgotten
         self._engine_jobs = {job.key for job in jobs if job.owner is Owner.ENGINE}
-        return jobs
+        health = worker_health(self._pods.items())
+        return [_with_health(job, health.get(job.key)) for job in jobs]
 
     def capacity(self) -> Mapping[str, float]:
         """Allocatable of Ready, schedulable nodes minus requests of pods it does not size."""
@@ -340,6 +342,14 @@ def scale_body(job: ManagedJob, *, replicas: int) -> JSON:
         },
         "spec": {"replicas": replicas},
     }
+
+
+def _with_health(job: ManagedJob, health: tuple[int, int] | None) -> ManagedJob:
+    """The job with its worker pods' health (none placed: all zero)."""
+    unready, restarts = health or (0, 0)
+    if (unready, restarts) == (job.unready, job.restarts):
+        return job
+    return dataclasses.replace(job, unready=unready, restarts=restarts)
 
 
 def _ignore(kind: str, obj: JSON) -> None:

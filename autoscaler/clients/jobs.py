@@ -3,7 +3,7 @@
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,7 +13,7 @@ from autoscaler.api.defaults import default_bounds
 from autoscaler.api.quantity import parse_resources
 from autoscaler.api.timestamps import parse_timestamp
 from autoscaler.clients.prometheus import check_template
-from autoscaler.engine.ports import HpaCondition, HpaStatus, ManagedJob, Owner
+from autoscaler.engine.ports import HpaCondition, HpaStatus, JobKey, ManagedJob, Owner
 
 JSON = Mapping[str, Any]
 log = logging.getLogger(__name__)
@@ -229,3 +229,31 @@ def allowed_replicas(
     if outside:
         return None, f"{name} {text!r}: {outside} outside the job's [{low}, {high}]: ignored"
     return tuple(counts), ""
+
+
+def worker_health(pods: Iterable[JSON]) -> dict[JobKey, tuple[int, int]]:
+    """Per job, its worker pods placed on a node but not Ready (starting, restarting, leaving, or
+    on a node that stopped reporting: the node lifecycle controller marks them not Ready) and
+    their containers' restarts summed. Finished pods and pods not placed yet count for nothing
+    (a pod no node can take is a capacity matter, not a recovery)."""
+    health: dict[JobKey, tuple[int, int]] = {}
+    for pod in pods:
+        metadata, status = pod.get("metadata") or {}, pod.get("status") or {}
+        labels = metadata.get("labels") or {}
+        placed = bool((pod.get("spec") or {}).get("nodeName"))
+        if labels.get(c.LABEL_REPLICA_TYPE) != c.WORKER.lower() or not placed:
+            continue
+        if status.get("phase") in FINISHED:
+            continue
+        key = (metadata.get("namespace", ""), labels.get(c.LABEL_JOB_NAME, ""))
+        ready = any(
+            cond.get("type") == "Ready" and cond.get("status") == "True"
+            for cond in status.get("conditions") or []
+        )
+        unready = int(bool(metadata.get("deletionTimestamp")) or not ready)
+        restarts = sum(
+            int(s.get("restartCount") or 0) for s in status.get("containerStatuses") or []
+        )
+        before = health.get(key, (0, 0))
+        health[key] = (before[0] + unready, before[1] + restarts)
+    return health

@@ -9,7 +9,7 @@ import yaml
 
 from autoscaler.api import coordinates as c
 from autoscaler.api.models import JSON, PyTorchJob
-from autoscaler.controller import torchft
+from autoscaler.controller import rendezvous, torchft
 from autoscaler.controller.env import pytorch_container, torchrun_env, with_env
 from autoscaler.controller.gang import GangScheduler, decorate_pod, desired_podgroup
 from autoscaler.controller.naming import (
@@ -119,7 +119,12 @@ def desired_pod(
     env = (  # torchft: no torchrun rendezvous, each worker is a replica group
         torchft.worker_env(job, index=index)
         if fault_tolerant
-        else torchrun_env(job, replica_type=replica_type, index=index)
+        else torchrun_env(
+            job,
+            replica_type=replica_type,
+            index=index,
+            store=rendezvous.endpoint(job.name) if rendezvous.requested(job) else None,
+        )
     )
     elastic = job.spec.elastic_policy is not None and not fault_tolerant
     pod_spec = dict(template.get("spec") or {})

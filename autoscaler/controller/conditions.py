@@ -14,6 +14,7 @@ SUCCEEDED, SUSPENDED, FAILED = "Succeeded", "Suspended", "Failed"
 HPA_CONDITION = "HorizontalPodAutoscaler"
 GANG_CONDITION = c.CONDITION_GANG_SCHEDULED
 FAULT_TOLERANCE = "FaultTolerance"  # False while the torchft annotation cannot be run
+RENDEZVOUS = "Rendezvous"  # False while the rendezvous store annotation cannot be run
 REASON_PREFIX = "PyTorchJob"
 
 

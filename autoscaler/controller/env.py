@@ -11,15 +11,18 @@ class MissingPortError(ValueError):
     """The `pytorch` container of a replica spec has no `pytorchjob-port` port."""
 
 
-def torchrun_env(job: PyTorchJob, *, replica_type: str, index: int) -> list[JSON]:
-    """The variables appended to every container of a pod; `job` must be defaulted."""
+def torchrun_env(
+    job: PyTorchJob, *, replica_type: str, index: int, store: str | None = None
+) -> list[JSON]:
+    """The variables appended to every container of a pod; `job` must be defaulted; `store`:
+    the `host:port` of the job's own rendezvous store, when it has one."""
     env = [_var("PYTHONUNBUFFERED", "1")]
     if job.master is not None:
         env += _master_env(job, replica_type=replica_type, index=index)
     if job.spec.nproc_per_node is not None:
         env.append(_var("PET_NPROC_PER_NODE", job.spec.nproc_per_node))
     if job.spec.elastic_policy is not None:
-        env += elastic_env(job)
+        env += elastic_env(job, store=store)
     else:
         env.append(_var("PET_NNODES", str(total_replicas(job))))
     return env
@@ -41,14 +44,19 @@ def _master_env(job: PyTorchJob, *, replica_type: str, index: int) -> list[JSON]
     ]
 
 
-def elastic_env(job: PyTorchJob) -> list[JSON]:
+def elastic_env(job: PyTorchJob, *, store: str | None = None) -> list[JSON]:
+    """torchrun's elastic settings; with a `store` of its own every agent joins it as a client,
+    else the rendezvous is hosted in worker-0 (upstream)."""
     policy = job.spec.elastic_policy
     assert policy is not None
     assert job.worker is not None
     host = policy.rdzv_host or replica_name(job_name=job.name, replica_type=c.WORKER, index=0)
     port = policy.rdzv_port or pytorch_port(job.worker)
+    conf = rdzv_conf(policy)
+    if store is not None and "is_host=" not in conf:
+        conf = ",".join(part for part in (conf, CLIENT_ONLY) if part)
     env = [
-        _var("PET_RDZV_ENDPOINT", f"{host}:{port}"),
+        _var("PET_RDZV_ENDPOINT", store or f"{host}:{port}"),
         _var("PET_RDZV_BACKEND", policy.rdzv_backend or c.DEFAULT_RDZV_BACKEND),
         _var("PET_NNODES", f"{policy.min_replicas}:{policy.max_replicas}"),
     ]
@@ -56,10 +64,13 @@ def elastic_env(job: PyTorchJob) -> list[JSON]:
         ("PET_MAX_RESTARTS", policy.max_restarts),
         ("PET_NPROC_PER_NODE", policy.n_proc_per_node),
         ("PET_RDZV_ID", policy.rdzv_id),
-        ("PET_RDZV_CONF", rdzv_conf(policy)),
+        ("PET_RDZV_CONF", conf),
         ("PET_STANDALONE", "1" if policy.standalone else None),  # upstream: "", not an int
     ]
     return env + [_var(name, str(value)) for name, value in optional if value not in (None, "")]
+
+
+CLIENT_ONLY = "is_host=0"  # no agent hosts the rendezvous: the job's store pod does
 
 
 def rdzv_conf(policy: ElasticPolicy) -> str:

@@ -17,7 +17,7 @@ from autoscaler.api.defaults import default_job
 from autoscaler.api.models import JSON, PyTorchJob
 from autoscaler.api.timestamps import format_timestamp, parse_timestamp
 from autoscaler.controller import conditions as cond
-from autoscaler.controller import torchft
+from autoscaler.controller import rendezvous, torchft
 from autoscaler.controller.builders import (
     UPSTREAM_DEFAULTS,
     PodSettings,
@@ -140,6 +140,7 @@ class _Planner:
         self.job, self.observed, self.now = job, observed, now
         self.settings, self.gang = settings, gang
         self.fault_tolerant = torchft.requested(job)
+        self.own_store = rendezvous.requested(job)
         self.old_status = status
         self.status: dict[str, Any] = copy.deepcopy(status)
         self.status["conditions"] = list(self.status.get("conditions") or [])
@@ -158,7 +159,7 @@ class _Planner:
             self.status["conditions"] = cond.set_side_condition(
                 self.status["conditions"], None, now=self.now, type_=cond.GANG_CONDITION
             )
-        invalid = self.check_fault_tolerance()
+        invalid = self.check_fault_tolerance() | self.check_rendezvous()
         if cond.is_finished(self.status["conditions"]):
             self.finish()
         elif self.job.spec.run_policy.suspend:
@@ -176,20 +177,27 @@ class _Planner:
     def check_fault_tolerance(self) -> bool:
         """A Warning and a False `FaultTolerance` condition while the torchft settings are
         invalid (True: invalid)."""
-        problem = torchft.problem(self.job)
+        return self.side_problem(
+            torchft.problem(self.job), type_=cond.FAULT_TOLERANCE, reason="InvalidFaultTolerance"
+        )
+
+    def check_rendezvous(self) -> bool:
+        """A Warning and a False `Rendezvous` condition while the rendezvous store annotation
+        cannot be run (True: it cannot)."""
+        problem = rendezvous.problem(self.job)
+        if problem is None and self.own_store and self.fault_tolerant:
+            problem = f"{rendezvous.ANNOTATION} is for torchrun: a torchft job has no rendezvous"
+        return self.side_problem(problem, type_=cond.RENDEZVOUS, reason="InvalidRendezvous")
+
+    def side_problem(self, problem: str | None, *, type_: str, reason: str) -> bool:
+        """The side condition `type_` False with `reason` while `problem` stands, a Warning when
+        it first does (True: it stands)."""
         before = self.status["conditions"]
         new = None
         if problem is not None:
             message = f"{problem}; no pods are created until it is fixed"
-            new = cond.Condition(
-                type=cond.FAULT_TOLERANCE,
-                status="False",
-                reason="InvalidFaultTolerance",
-                message=message,
-            )
-        self.status["conditions"] = cond.set_side_condition(
-            before, new, now=self.now, type_=cond.FAULT_TOLERANCE
-        )
+            new = cond.Condition(type=type_, status="False", reason=reason, message=message)
+        self.status["conditions"] = cond.set_side_condition(before, new, now=self.now, type_=type_)
         if new is not None and self.status["conditions"] != before:
             self.event("Warning", new.reason, new.message)
         return problem is not None
@@ -256,6 +264,7 @@ class _Planner:
                 if phase(pod) in ("Running", "Pending"):
                     self.delete_pod_and_service(pod)
         self.delete_lighthouse()  # whatever cleanPodPolicy says: it would run forever
+        self.delete_store()  # likewise
         self.delete_podgroup()
         if cond.has_condition(self.status["conditions"], cond.SUCCEEDED):
             for counts in (self.status.get("replicaStatuses") or {}).values():
@@ -336,6 +345,8 @@ class _Planner:
         if self.gang is not None and not self.reconcile_podgroup(self.gang):
             return  # upstream: no pods, services or replica statuses until the group allows
         lighthouse = self.reconcile_lighthouse() if self.fault_tolerant else None
+        if self.own_store:
+            self.reconcile_store()
         statuses: dict[str, JSON] = {}
         for replica_type in c.REPLICA_TYPES:
             spec = self.job.spec.pytorch_replica_specs.get(replica_type)
@@ -350,6 +361,9 @@ class _Planner:
         if self.fault_tolerant:
             lighthouses = [pod for pod in self.observed.pods if torchft.is_lighthouse(pod)]
             statuses[torchft.STATUS_KEY] = count_replicas(lighthouses)
+        if self.own_store:
+            stores = [pod for pod in self.observed.pods if rendezvous.is_store(pod)]
+            statuses[rendezvous.STATUS_KEY] = count_replicas(stores)
         if self.gang is not None:
             self.report_gang_placement()
 
@@ -546,6 +560,33 @@ class _Planner:
                 self.delete(pod)
         for svc in self.observed.services:
             if torchft.is_lighthouse(svc):
+                self.remove("Service", svc["metadata"]["name"])
+
+    # -- the rendezvous store pod ------------------------------------------------------------
+
+    def reconcile_store(self) -> None:
+        """Keep one live rendezvous store and its Service. A store that ended is deleted first
+        and replaced when it is gone (the name is reused); the agents' failed rendezvous
+        restarts them, and they join the new one."""
+        if not any(rendezvous.is_store(svc) for svc in self.observed.services):
+            self.result.create.append(rendezvous.desired_store_service(self.job))
+        pods = [pod for pod in self.observed.pods if rendezvous.is_store(pod)]
+        live = [p for p in pods if not is_terminating(p) and phase(p) in ("Pending", "Running")]
+        for pod in pods:
+            if pod not in live and not is_terminating(pod):
+                name = pod["metadata"]["name"]
+                message = f"rendezvous store {name} ended ({phase(pod)}): it is replaced"
+                self.event("Warning", "RendezvousStoreLost", message)
+                self.delete(pod)
+        if not pods:
+            self.result.create.append(rendezvous.desired_store_pod(self.job))
+
+    def delete_store(self) -> None:
+        for pod in self.observed.pods:
+            if rendezvous.is_store(pod):
+                self.delete(pod)
+        for svc in self.observed.services:
+            if rendezvous.is_store(svc):
                 self.remove("Service", svc["metadata"]["name"])
 
     # -- upstream's abnormal-pod Warnings (v1.9 `RecordAbnormalPods`, `pkg/core/job.go`) ----------

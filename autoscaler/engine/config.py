@@ -62,7 +62,13 @@ class SettleConfig(Strict):
 
     settle_seconds: NonNegativeFloat = Field(
         default=180.0,
-        description="after a rescale, readings are ignored this long (restart + window)",
+        description="after a rescale or a recovery, readings are ignored this long"
+        " (restart + window)",
+    )
+    stall_seconds: PositiveFloat = Field(
+        default=60.0,
+        description="a running job whose reported progress has not advanced this long is"
+        " recovering: held, its readings not recorded",
     )
     stale_after_seconds: PositiveFloat = Field(
         default=900.0, description="a count's throughput older than this is not used"

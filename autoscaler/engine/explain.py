@@ -53,10 +53,20 @@ def explain(
         "work": _work(job, state),
         "last_rescale": state.last_rescale.isoformat() if state.last_rescale else None,
         "queueing": _queueing(job, state),
+        "recovery": _recovery(state),
         "throughput": _points(state, now=now),
         "curve": _curve(job, state, now=now, model=model),
         "goodput": goodput_record(state.goodput),
         "decisions": [record.model_dump(mode="json") for record in reversed(state.decisions)],
+    }
+
+
+def _recovery(state: JobState) -> JSON:
+    """Why the job's world was not whole when its state was last saved, and when it last was
+    not (`Recovering` holds it `settle_seconds` after that)."""
+    return {
+        "disturbance": state.disturbance or None,
+        "disturbed_at": state.disturbed_at.isoformat() if state.disturbed_at else None,
     }
 
 

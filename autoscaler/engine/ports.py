@@ -68,6 +68,11 @@ class ManagedJob:
     preemptible: bool = False
     suspended: bool = False
     held_since: datetime | None = None
+    # The world's health, from its worker pods: those placed on a node but not Ready (starting,
+    # restarting, leaving, or on a node that stopped reporting), and their containers' restarts
+    # summed. 0 where nothing is observed (the simulator's workers never fail).
+    unready: int = 0
+    restarts: int = 0
 
     @cached_property
     def key(self) -> JobKey:  # read ~40 times per job and round: built once

@@ -1,9 +1,9 @@
 """From a policy's wish to the count written: pure steps, each with a CamelCase reason.
 
 observe: record the round's throughput reading (`observe`), decide whether the job is held
-(`hold`: no data, cooling down, restart budget spent). settle: hold -> clamp to [min, max] ->
-scale-down stabilisation -> rate limits -> allowed counts -> pending pods; then, across jobs,
-`limit_rescales` and `fit_capacity`.
+(`hold`: recovering, no data, cooling down, restart budget spent). settle: hold -> clamp to
+[min, max] -> scale-down stabilisation -> rate limits -> allowed counts -> pending pods; then,
+across jobs, `limit_rescales` and `fit_capacity`.
 """
 
 import math
@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.ports import JobKey, ManagedJob
+from autoscaler.engine.recovery import recover, recovering, running_count
 from autoscaler.engine.state import JobState, Point, Step
 
 STARVATION_STEP = "starvation"  # the step of a resume the starvation bound forces
@@ -27,14 +28,18 @@ def observe(
     config: SettleConfig,
     samples_done: float | None = None,
 ) -> JobState:
-    """The state with this round's reading, attributed to the count only once the job is steady;
+    """The state with this round's reading, attributed to the count only once the job is steady
+    (`settle_seconds` after its start, its last rescale and its last recovery, see `recover`);
     `samples_done`: the progress the job reported, if it did."""
     if state.replicas is not None and state.replicas != job.replicas:  # someone else rescaled it
         state = rescaled(state, to=job.replicas, now=now)
+    state = recover(job, state, samples_done=samples_done, now=now, config=config)
     requested = state.requested if state.requested is not None else job.replicas
     update: dict[str, object] = {"replicas": job.replicas, "requested": requested}
     update |= accounted(job, state, reading, samples_done=samples_done, now=now)
-    steady_since = max(job.created, state.last_rescale or job.created)
+    steady_since = max(
+        job.created, state.last_rescale or job.created, state.disturbed_at or job.created
+    )
     running = running_count(job)
     steady = running is not None and now - steady_since >= timedelta(seconds=config.settle_seconds)
     if reading is not None and running is not None and steady:
@@ -62,18 +67,6 @@ def accounted(
         "attained_seconds": state.attained_seconds + job.active * seconds,
         "accounted_at": now,
     }
-
-
-def running_count(job: ManagedJob) -> int | None:
-    """The count the job trains at: its spec, or fewer while some of its pods cannot be placed
-    (torchrun's world is the workers that run); None while it is not at either (starting,
-    below its minimum, workers still leaving, or its gang waiting to be placed: then what
-    runs is not a stable world, e.g. a Master without the rest of its gang)."""
-    if job.gang_waiting:
-        return None
-    if job.active == job.replicas:
-        return job.replicas
-    return job.active if job.min_replicas <= job.active < job.replicas else None
 
 
 def rescaled(state: JobState, *, to: int, now: datetime) -> JobState:
@@ -118,6 +111,9 @@ def hold(
 ) -> Step | None:
     """Why the job must keep its count this round, if it must; `failure`: why its throughput
     query failed, when it did."""
+    recovery = recovering(job, state, now=now, config=config)
+    if recovery is not None:
+        return recovery
     running = running_count(job) or job.replicas
     point = state.throughput.get(running)
     if reading is None:

@@ -6,7 +6,7 @@ So a new leader resumes where the last one stopped, and `explain` can show it.
 import logging
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from autoscaler.policies.contract import BatchAtCount
 
@@ -95,6 +95,14 @@ class JobState(BaseModel):
     suspensions: int = 0
     resumed_at: datetime | None = None
     forced_resume: datetime | None = None
+    # Recovery (`autoscaler.engine.recovery`): why the job's world is not whole this round ("" when
+    # it is), when it last was not, the restarts last seen, and the progress last seen to advance.
+    # The marks are this engine's own observations, never stored: a new leader sees afresh.
+    disturbance: str = ""
+    disturbed_at: datetime | None = None
+    restarts_seen: int | None = Field(default=None, exclude=True)
+    progress_samples: float | None = Field(default=None, exclude=True)
+    progressed_at: datetime | None = Field(default=None, exclude=True)
     decisions: list[DecisionRecord] = []  # the latest few different ones, newest last
     goodput: PricedBatch | None = None  # a goodput job's latest pricing at its settled count
 

@@ -15,12 +15,13 @@ import time
 import pytest
 
 from autoscaler import fault_tolerance as ft
-from autoscaler.api import coordinates as c
 from tests.e2e import ft_measure as m
 from tests.e2e.training import (
     FaultTolerantJob,
     Scenario,
+    reasons,
     restart_counts,
+    sized,
     wait_groups,
     wait_succeeded,
 )
@@ -200,19 +201,46 @@ SECOND_SAMPLES = 60_000
 
 
 def test_a_lost_node_and_a_lost_lighthouse(scenario: Scenario) -> None:
-    """Three nodes of 1 GPU, a job of 2 workers the engine leaves alone. A worker's node goes
+    """Three nodes of 1 GPU, a job of 2 workers the engine sizes. A worker's node goes
     silent: the survivor's collective fails after torchft's timeout, the lighthouse drops the
     lost group after its heartbeat timeout, and the survivor trains on alone without
     restarting; the released pod is re-created on the spare node and heals in. Then the
     lighthouse is killed: torchft cannot move groups to a new one, so the operator replaces it
-    and restarts every worker, which resume from the job's checkpoint (reported apart). The job
-    finishes its work; nothing was lost or applied twice."""
+    and restarts every worker, which resume from the job's checkpoint (reported apart). The
+    engine sees both recoveries (a pod not ready, restarted containers) and keeps the count
+    (`Recovering`). The job finishes its work; nothing was lost or applied twice."""
     agent = scenario.nodes(3, gpus=1)
     job = scenario.torchft_job("ft-faults")
-    manifest = job.manifest(replicas=2, low=1, high=2, total_samples=FAULT_SAMPLES)
-    manifest["metadata"]["annotations"][c.ANNOTATION_OPT_OUT] = "true"
-    job.create(manifest)
-    wait_groups(job, 2, timeout=180)
+    with scenario.engine():
+        job.create(job.manifest(replicas=2, low=1, high=2, total_samples=FAULT_SAMPLES))
+        wait_groups(job, 2, timeout=180)
+        wait_for(
+            lambda: sized(scenario, job.name),
+            timeout=120,
+            interval=1,
+            what="the engine to size `ft-faults` on a reading at its count",
+        )
+        lost, survivor, victim = lose_a_workers_node(scenario, agent, job)
+        assert "Recovering" in reasons(scenario, job.name, after=lost)
+        assert restart_counts(job)[survivor] == 0
+        killed = lose_the_lighthouse(scenario, agent, job, workers={survivor, victim})
+        wait_for(
+            lambda: "Recovering" in reasons(scenario, job.name, after=killed),
+            timeout=30,
+            interval=1,
+            what="the engine to see `ft-faults`' workers restarted",
+        )
+        assert [count for _, count in job.replica_history] == [2], job.replica_history
+    wait_done(job, timeout=300)
+    assert_trained_exactly_once(scenario, job, restarted_at=killed)
+
+
+def lose_a_workers_node(
+    scenario: Scenario, agent: NodeAgent, job: FaultTolerantJob
+) -> tuple[float, str, str]:
+    """The node of a worker not beside the lighthouse goes silent; the survivor trains on alone
+    and the released pod heals in on the spare node. Returns when it was lost, the survivor and
+    the victim."""
     pods = job.pods()
     beacon = pods[ft.lighthouse_name(job.name)]["spec"]["nodeName"]
     victim = next(
@@ -234,8 +262,14 @@ def test_a_lost_node_and_a_lost_lighthouse(scenario: Scenario) -> None:
         survivors={survivor},
         newcomers={victim},
     )
-    assert restart_counts(job)[survivor] == 0
+    return lost, survivor, victim
 
+
+def lose_the_lighthouse(
+    scenario: Scenario, agent: NodeAgent, job: FaultTolerantJob, *, workers: set[str]
+) -> float:
+    """The lighthouse killed: every worker restarts on its replacement, from the checkpoint.
+    Returns when it was killed."""
     wait_for(job.checkpoint_path.exists, timeout=120, what="a checkpoint of `ft-faults`")
     killed = time.time()
     agent.kill_container(scenario.namespace, ft.lighthouse_name(job.name), "lighthouse")
@@ -253,12 +287,12 @@ def test_a_lost_node_and_a_lost_lighthouse(scenario: Scenario) -> None:
             job=job.name,
             cause=m.LIGHTHOUSE_LOST,
             pause_seconds=round(again - killed, 2),
-            survivor_restarts=len(m.restarted(events, survivors={survivor, victim}, after=killed)),
+            survivor_restarts=len(m.restarted(events, survivors=workers, after=killed)),
             steps_redone=m.redone(events, after=killed),
         )
     )
-    wait_done(job, timeout=300)
-    assert_trained_exactly_once(scenario, job, restarted_at=killed)
+    return killed
 
 
-FAULT_SAMPLES = 150_000  # the silent timeout, the release, the rejoin and a lighthouse restart
+# The engine's first reading, the silent timeout, the release, the rejoin and a lighthouse restart.
+FAULT_SAMPLES = 250_000

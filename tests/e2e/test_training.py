@@ -19,6 +19,7 @@ import pytest
 from kubernetes import client
 
 from autoscaler.api import coordinates as c
+from autoscaler.controller import rendezvous
 from autoscaler.metrics_contract import DEFAULT_QUERY_TEMPLATE
 from autoscaler.observability.decision_log import read_decision_log
 from tests.e2e.measure import (
@@ -36,7 +37,9 @@ from tests.e2e.training import (
     RDZV_CONF,
     Scenario,
     TrainingJob,
+    reasons,
     restart_counts,
+    sized,
     wait_stepping,
     wait_succeeded,
 )
@@ -260,29 +263,85 @@ def test_a_node_gone_silent_is_recovered_from(scenario: Scenario) -> None:
     (what an operator or a node-remediation controller applies to a node known to be down) lets
     the taint-eviction and pod garbage collector controllers release its pod; the operator
     re-creates it, the scheduler places it on the spare node, and the world grows back. The
-    engine is left out (the job opts out): it would size the job on the stalled readings."""
+    engine sizes the job throughout: it sees the job recovering (its progress stalled, a pod
+    not ready), records none of those readings and keeps its count (`Recovering`)."""
     agent = scenario.nodes(3, gpus=1)
     job = scenario.job("lost")
-    manifest = job.manifest(replicas=2, low=1, high=2, total_samples=LOST_SAMPLES)
-    manifest["metadata"]["annotations"] = {c.ANNOTATION_OPT_OUT: "true"}
-    job.create(manifest)
-    wait_stepping(job, 2, timeout=180)
-    node = job.pods()["lost-worker-1"]["spec"]["nodeName"]
-    lost = time.time()
-    agent.lose_node(node)
-    wait_stepping(job, 1, after=lost, timeout=180)
-    alone = record(job, scenario.rescales, cause=NODE_LOST, at=lost, world=1, limit=NODE_LOST_BOUND)
-    assert alone.stall_seconds >= COLLECTIVE_TIMEOUT, "a reset reached the survivor"
-    replaced = job.replace_pod_of_lost_node("lost-worker-1", node)
-    wait_stepping(job, 2, after=replaced, timeout=180)
-    record(job, scenario.rescales, cause="lost node's pod replaced", at=replaced, world=2)
+    with scenario.engine():
+        job.create(job.manifest(replicas=2, low=1, high=2, total_samples=LOST_SAMPLES))
+        wait_stepping(job, 2, timeout=180)
+        wait_for(
+            lambda: sized(scenario, "lost"),
+            timeout=120,
+            interval=1,
+            what="the engine to size `lost` on a reading at its count",
+        )
+        node = job.pods()["lost-worker-1"]["spec"]["nodeName"]
+        lost = time.time()
+        agent.lose_node(node)
+        wait_stepping(job, 1, after=lost, timeout=180)
+        alone = record(
+            job, scenario.rescales, cause=NODE_LOST, at=lost, world=1, limit=NODE_LOST_BOUND
+        )
+        assert alone.stall_seconds >= COLLECTIVE_TIMEOUT, "a reset reached the survivor"
+        replaced = job.replace_pod_of_lost_node("lost-worker-1", node)
+        wait_stepping(job, 2, after=replaced, timeout=180)
+        record(job, scenario.rescales, cause="lost node's pod replaced", at=replaced, world=2)
+        wait_for(
+            lambda: sized(scenario, "lost"),
+            timeout=120,
+            interval=1,
+            what="the engine to size `lost` on whole readings again",
+        )
+        assert [count for _, count in job.replica_history] == [2], job.replica_history
+        assert "Recovering" in reasons(scenario, "lost", after=lost)
     assert all(pod["spec"]["nodeName"] != node for pod in job.pods().values())
     no_failures(job)
     wait_succeeded(job, timeout=300)
     assert_trained_consistently(job)
 
 
-LOST_SAMPLES = 100_000  # the silent timeout, the release and the rejoin, with a margin
+# The engine's first reading, the silent timeout, the release, the rejoin and the engine's
+# reading after it, with a margin.
+LOST_SAMPLES = 300_000
+
+
+def test_worker_0s_node_gone_silent_with_the_jobs_own_rendezvous_store(scenario: Scenario) -> None:
+    """The job opts into a rendezvous store pod of its own, so no worker hosts the rendezvous.
+    Worker-0's node goes silent: the survivor's collective times out, its agent (a client of the
+    store, which runs on another node) re-forms the world without worker-0 and trains on, within
+    the collective timeout plus one re-form plus 10 s. Worker-0's pod, released and re-created on
+    the spare node, joins the store again and the world grows back."""
+    agent = scenario.nodes(3, gpus=1)
+    job = scenario.job("store")
+    manifest = job.manifest(replicas=2, low=1, high=2, total_samples=STORE_SAMPLES)
+    manifest["metadata"]["annotations"] = {rendezvous.ANNOTATION: rendezvous.STORE}
+    job.create(manifest)
+    wait_stepping(job, 2, timeout=180)
+    pods = job.pods()
+    node = pods["store-worker-0"]["spec"]["nodeName"]
+    assert pods[rendezvous.store_name("store")]["spec"]["nodeName"] != node, "store beside worker-0"
+    lost = time.time()
+    agent.lose_node(node)
+    wait_stepping(job, 1, after=lost, timeout=180)
+    # Reported with the other lost node (its own line in the summary), held to its own bound.
+    alone = record(
+        job, scenario.rescales, cause=NODE_LOST, at=lost, world=1, limit=WORKER_0_LOST_BOUND
+    )
+    print(f"\nworker-0's node lost, own rendezvous store: trained again after {alone.stall_seconds} s"
+          f" (bound {WORKER_0_LOST_BOUND:g} s)")  # fmt: skip
+    assert alone.stall_seconds >= COLLECTIVE_TIMEOUT, "a reset reached the survivor"
+    replaced = job.replace_pod_of_lost_node("store-worker-0", node)
+    wait_stepping(job, 2, after=replaced, timeout=180)
+    record(job, scenario.rescales, cause="worker-0's pod replaced", at=replaced, world=2)
+    no_failures(job)
+    wait_succeeded(job, timeout=300)
+    assert_trained_consistently(job)
+
+
+# The survivor's collective timeout, one re-form, and 10 s for its agent to notice.
+WORKER_0_LOST_BOUND = math.inf if RDZV_CONF else COLLECTIVE_TIMEOUT + MAX_STALL + 10.0
+STORE_SAMPLES = 100_000  # the silent timeout, the release and the rejoin, with a margin
 
 
 def restart_units(job: TrainingJob, *, after: float) -> int:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from kubernetes import client
 
 from autoscaler.api import coordinates as c
 from autoscaler.clients.kube import JOBS, Kube
+from autoscaler.observability.decision_log import read_decision_log
 from tests.e2e.ft_measure import Resize as FtResize
 from tests.e2e.measure import Event, Rescale, first_full_step
 from tests.support.controlplane import REPO_ROOT, ControlPlane
@@ -54,6 +56,9 @@ ENGINE_SETTLE = {
     "cooldown_seconds": 36,
     "scale_down_stabilization_seconds": 2,
     "stale_after_seconds": 600,
+    # Progress scraped every second and read every 2 s: still for 6 s is a stall (the default,
+    # 60 s, suits 30 s rounds and scrapes); a lost peer stalls the survivors the collective timeout.
+    "stall_seconds": 6,
 }
 
 
@@ -420,3 +425,21 @@ def wait_groups(
         interval=0.5,
         what=f"{job.name} to commit steps with {groups} replica groups",
     )
+
+
+def reasons(scenario: Scenario, name: str, *, after: float = 0.0) -> list[str]:
+    """The engine's decisions' reasons for job `name` since `after`, oldest first."""
+    log = scenario.workdir / "decisions.jsonl"
+    records = read_decision_log(log) if log.exists() else []
+    return [
+        r["reason"]
+        for r in records
+        if r["name"] == name and datetime.fromisoformat(r["time"]).timestamp() > after
+    ]
+
+
+def sized(scenario: Scenario, name: str) -> bool:
+    """Whether the engine's latest decision for `name` was the policy's, on a reading at its
+    count (held for no missing data, cooldown or recovery)."""
+    latest = reasons(scenario, name)[-1:]
+    return bool(latest) and latest[0] not in ("MetricsUnavailable", "RescaleCooldown", "Recovering")

@@ -72,6 +72,7 @@ def test_jobs_capacity_scale_state_and_events(
             "opted-out": (Owner.OPTED_OUT, 3.0, {GPU: 2.0}),
         }
         _check_a_round_reads_memory(cluster, kube=kube)
+        _check_worker_health(cluster, kube_api=kube_api, namespace=namespace)
         _check_capacity(cluster, kube_api=kube_api, namespace=namespace)
         _check_scale(cluster, kube=kube, namespace=namespace)
     finally:
@@ -86,6 +87,36 @@ def _check_a_round_reads_memory(cluster: KubeCluster, *, kube: Kube) -> None:
         cluster.jobs()
         cluster.capacity()
     assert kube.requests == before
+
+
+def _check_worker_health(
+    cluster: KubeCluster, *, kube_api: client.ApiClient, namespace: str
+) -> None:
+    """A job's worker pods placed on a node but not Ready, and their restarts, as the engine
+    reads them from its pod informer (what tells it a job is recovering)."""
+    core = client.CoreV1Api(kube_api)
+    labels = {c.LABEL_JOB_NAME: "engine-owned", c.LABEL_REPLICA_TYPE: c.WORKER.lower()}
+    placed = {
+        "metadata": {"name": "engine-owned-worker-7", "labels": labels},
+        "spec": {"nodeName": "health-node", "containers": [{"name": "c", "image": "x"}]},
+    }
+    core.create_namespaced_pod(namespace, placed)
+
+    def health() -> tuple[int, int]:
+        job = next(job for job in cluster.jobs() if job.name == "engine-owned")
+        return job.unready, job.restarts
+
+    wait_for(lambda: health() == (1, 0), what="a placed pod, not Ready yet: unready")
+    status = {
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "containerStatuses": [
+            {"name": "c", "image": "x", "imageID": "", "ready": True, "restartCount": 2}
+        ],
+    }
+    core.patch_namespaced_pod_status("engine-owned-worker-7", namespace, {"status": status})
+    wait_for(lambda: health() == (0, 2), what="Ready, with its restarts counted")
+    core.delete_namespaced_pod("engine-owned-worker-7", namespace, grace_period_seconds=0)
+    wait_for(lambda: health() == (0, 0), what="the pod gone, nothing counted")
 
 
 # A resource only this check's node has and only its pods request: the session's other pods

@@ -31,6 +31,7 @@ from kubernetes import client
 
 from autoscaler.api import coordinates as c
 from autoscaler.clients.kube import Kube, api_client
+from autoscaler.controller import rendezvous
 from autoscaler.controller.runner import Operator, OperatorConfig
 from autoscaler.observability.metrics import UPSTREAM_OBJECT_COUNTERS
 from tests.support.controlplane import ControlPlane
@@ -1010,3 +1011,56 @@ def test_an_invalid_torchft_job_gets_a_condition_and_an_event_and_no_pods(
     wait_for(lambda: "InvalidFaultTolerance" in cluster.events("ft-bad"), what="the Warning")
     passes_later(operator, 2)
     assert cluster.pods("ft-bad") == {}
+
+
+def store_job(name: str, *, replicas: int = 2) -> JSON:
+    job = elastic_job(name, replicas=replicas)
+    job["metadata"]["annotations"] = {rendezvous.ANNOTATION: rendezvous.STORE}
+    return job
+
+
+def test_a_job_with_its_own_rendezvous_store_gets_it_and_no_worker_hosts_it(
+    cluster: Cluster,
+) -> None:
+    """The store Pod and its headless Service beside the workers; every worker joins it as a
+    client; counted in status; the store lost: a new one, and no worker is replaced for it."""
+    cluster.create(store_job("rs", replicas=2))
+    pods = cluster.wait_pods("rs", {"rs-rendezvous", *names("rs", "worker", 2)})
+    assert "rs-rendezvous" in cluster.services("rs")
+    for name in names("rs", "worker", 2):
+        env = env_of(pods[name])
+        assert env["PET_RDZV_ENDPOINT"] == f"rs-rendezvous:{rendezvous.PORT}"
+        assert env["PET_RDZV_CONF"].endswith(",is_host=0")
+    cluster.run_all("rs")
+    cluster.wait_condition("rs", ("Running", "True"))
+    wait_for(
+        lambda: cluster.job("rs")["status"]["replicaStatuses"].get("Rendezvous") == {"active": 1},
+        what="the store counted in status",
+    )
+    uids = {name: pod["metadata"]["uid"] for name, pod in cluster.pods("rs").items()}
+    cluster.set_phase("rs-rendezvous", "Failed", **failed_with(137))
+    wait_for(
+        lambda: (
+            cluster.pods("rs").get("rs-rendezvous", {}).get("metadata", {}).get("uid")
+            not in (None, uids["rs-rendezvous"])
+        ),
+        what="the store replaced",
+    )
+    wait_for(lambda: "RendezvousStoreLost" in cluster.events("rs"), what="the store's Event")
+    kept = cluster.pods("rs")
+    assert all(kept[n]["metadata"]["uid"] == uids[n] for n in names("rs", "worker", 2))
+
+
+def test_an_invalid_rendezvous_store_gets_a_condition_and_an_event_and_no_pods(
+    cluster: Cluster, operator: Operator
+) -> None:
+    job = store_job("rs-bad")
+    job["spec"]["elasticPolicy"]["rdzvBackend"] = "etcd-v2"
+    cluster.create(job)
+    wait_for(
+        lambda: ("Rendezvous", "False") in cluster.conditions("rs-bad"),
+        what="the Rendezvous condition",
+    )
+    wait_for(lambda: "InvalidRendezvous" in cluster.events("rs-bad"), what="the Warning")
+    passes_later(operator, 2)
+    assert cluster.pods("rs-bad") == {}

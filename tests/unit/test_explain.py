@@ -184,3 +184,15 @@ def test_a_held_back_job_shows_since_when_and_who_suspended_it() -> None:
     assert "suspended by its user (never resumed by the engine)" in render(explained(obj, hpa=None))
     plain = render(explained(job_object(state=state()), hpa=None))
     assert "Queueing:" not in plain  # neither preemptible nor suspended
+
+
+def test_a_recovering_job_says_why_and_since_when() -> None:
+    why = "1 worker pod placed on a node is not ready"
+    report = explained(job_object(state=JobState(disturbance=why, disturbed_at=NOW)), hpa=None)
+    assert report["recovery"] == {"disturbance": why, "disturbed_at": "2026-11-29T12:00:00+00:00"}
+    assert f"Recovery:  recovering: {why} (last seen recovering at 2026-11-29T12:00:00+00:00)" in (
+        render(report)
+    )
+    whole = explained(job_object(state=JobState(disturbed_at=NOW)), hpa=None)
+    assert "Recovery:  whole again (last seen recovering at" in render(whole)
+    assert "Recovery:" not in render(explained(job_object(state=JobState()), hpa=None))
