@@ -8,6 +8,7 @@ Workload with the job. Kueue's scheduler decides every admission.
 """
 
 import dataclasses
+import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, suppress
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 from kubernetes import client
 
 from autoscaler.api import coordinates as c
-from autoscaler.clients.kube import Kube, NotFoundError, Resource, api_client
+from autoscaler.clients.kube import WORKLOADS, Kube, NotFoundError, Resource, api_client
 from autoscaler.controller import kueue as own
 from autoscaler.controller.runner import Operator
 from tests.integration.test_kueue import (
@@ -28,7 +29,7 @@ from tests.integration.test_kueue import (
     gpu_job,
     queue_objects,
 )
-from tests.integration.test_operator import Cluster
+from tests.integration.test_operator import Cluster, passes_later
 from tests.support.apply import RestMapper, apply
 from tests.support.controlplane import ControlPlane
 from tests.support.kueue import KueueManager, kueue_binary, workload_of
@@ -251,3 +252,120 @@ def test_an_evicted_job_stops_hands_its_quota_back_and_is_readmitted(
 def _delete_priority_class(kube: Kube, name: str) -> None:
     with suppress(NotFoundError):
         kube.delete(PRIORITY_CLASSES, "", name)
+
+
+# -- elastic under quota: workload slices ----------------------------------------------------
+
+
+class QuotaWatch:
+    """Samples the namespace's Workloads while a test runs: at every sample, the GPUs its jobs
+    hold (per job its current slice, as Kueue's scheduler counts a replaced one no more) must
+    stay within the ClusterQueue's quota."""
+
+    def __init__(self, kube: Kube, namespace: str, *, quota: int) -> None:
+        self.kube, self.namespace, self.quota = kube, namespace, quota
+        self.samples: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "QuotaWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def held(self) -> int:
+        path = WORKLOADS.path(self.namespace)
+        by_job: dict[str, list[JSON]] = {}
+        for workload in self.kube.request("GET", path).get("items") or []:
+            owner = workload["metadata"]["ownerReferences"][0]["uid"]
+            by_job.setdefault(owner, []).append(workload)
+        total = 0
+        for workloads in by_job.values():
+            current, _ = own.chain(workloads)
+            if current is not None:
+                total += sum(own.counts(current).values())  # one GPU a pod
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.samples.append(self.held())
+
+
+def elastic_gpu_job(name: str, *, workers: int) -> JSON:
+    manifest = gpu_job(name, queue="team")
+    manifest["spec"]["pytorchReplicaSpecs"][c.WORKER]["replicas"] = workers
+    manifest["metadata"]["annotations"] = {own.ANNOTATION_ELASTIC: "true"}
+    return manifest
+
+
+def transition(workload: JSON, type_: str) -> str:
+    cond = next(c_ for c_ in workload["status"]["conditions"] if c_["type"] == type_)
+    assert cond["status"] == "True", cond
+    when: str = cond["lastTransitionTime"]
+    return when
+
+
+def test_an_elastic_scale_up_waits_for_quota_and_a_scale_down_frees_it_at_once(
+    cluster: Cluster, queues: Queues, running: ExitStack, queueing_operator: Operator
+) -> None:
+    kube = Kube(cluster.api)
+    queues.quota(4)
+    watch = running.enter_context(QuotaWatch(kube, cluster.ns, quota=4))
+    cluster.create(elastic_gpu_job("grow", workers=2))
+    first = wait_admitted(cluster, "grow")
+    assert first["metadata"]["annotations"][own.ANNOTATION_ELASTIC] == "true"
+    wait_running(cluster, "grow", 2)
+    cluster.create(gpu_job("other", queue="team"))
+    wait_admitted(cluster, "other")
+    wait_running(cluster, "other", 2)
+
+    cluster.scale("grow", 3)  # what the engine writes: the quota is full
+    uid = cluster.job("grow")["metadata"]["uid"]
+
+    def slices() -> list[JSON]:
+        items = kube.request("GET", WORKLOADS.path(cluster.ns)).get("items") or []
+        return [w for w in items if w["metadata"]["ownerReferences"][0]["uid"] == uid]
+
+    pending = wait_for(
+        lambda: next(
+            (w for w in slices() if own.ANNOTATION_REPLACEMENT_FOR in w["metadata"]["annotations"]),
+            None,
+        ),
+        what="a new Workload slice for 3 workers",
+    )
+    assert pending["metadata"]["annotations"][own.ANNOTATION_REPLACEMENT_FOR] == own.key(first)
+    assert own.counts(pending) == {"worker": 3}
+    passes_later(queueing_operator, 5)
+    assert not own.reserved(kube.get(WORKLOADS, cluster.ns, pending["metadata"]["name"]))
+    assert set(cluster.pods("grow")) == {"grow-worker-0", "grow-worker-1"}, "a pod unadmitted"
+
+    for pod in cluster.pods("other"):
+        cluster.set_phase(pod, "Succeeded")
+    admitted_slice = wait_for(
+        lambda: admitted(w := kube.get(WORKLOADS, cluster.ns, pending["metadata"]["name"])) and w,
+        what="the new slice admitted once the other job's quota is free",
+    )
+    wait_running(cluster, "grow", 3)
+    replaced = kube.get(WORKLOADS, cluster.ns, first["metadata"]["name"])
+    assert own.has(replaced, own.FINISHED)
+    other = workload(cluster, "other")
+    assert transition(admitted_slice, own.QUOTA_RESERVED) >= transition(other, own.FINISHED)
+
+    cluster.create(gpu_job("waiter", queue="team"))  # 2 GPUs; 1 free
+    waiting = workload(cluster, "waiter")
+    passes_later(queueing_operator, 3)
+    assert not admitted(kube.get(WORKLOADS, cluster.ns, waiting["metadata"]["name"]))
+    cluster.scale("grow", 1)
+    wait_admitted(cluster, "waiter")
+    shrunk = kube.get(WORKLOADS, cluster.ns, admitted_slice["metadata"]["name"])
+    assert own.counts(shrunk) == {"worker": 1}, "shrunk in place, not replaced"
+    assert admitted(shrunk)
+    cluster.wait_pods("grow", {"grow-worker-0"})
+    wait_running(cluster, "waiter", 2)
+    watch.__exit__()
+    assert watch.samples, "the quota was never sampled"
+    assert max(watch.samples) <= watch.quota, f"over quota: {max(watch.samples)} GPUs"
+    print(f"quota samples: {len(watch.samples)}, most GPUs held at once: {max(watch.samples)}")
