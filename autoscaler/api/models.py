@@ -27,6 +27,7 @@ ConditionType = Literal[
     "HorizontalPodAutoscaler",
     "GangScheduled",
     "FaultTolerance",
+    "QuotaAdmitted",
 ]
 
 # Markers read by the CRD generator: the schema of this field is the API server's own type.

@@ -33,7 +33,7 @@ VERSION: Final = "v1beta2"
 API_VERSION: Final = f"{GROUP}/{VERSION}"
 # This kind as Kueue's `integrations.externalFrameworks` names it (Kind.version.group).
 EXTERNAL_FRAMEWORK: Final = f"{c.KIND}.{c.VERSION}.{c.GROUP}"
-ANNOTATION_ELASTIC: Final = f"{GROUP}/elastic-job"
+ANNOTATION_ELASTIC: Final = c.ANNOTATION_KUEUE_ELASTIC
 ANNOTATION_REPLACEMENT_FOR: Final = f"{GROUP}/workload-slice-replacement-for"
 LABEL_JOB_UID: Final = f"{GROUP}/job-uid"
 LABEL_PRIORITY_CLASS: Final = f"{GROUP}/priority-class"  # a WorkloadPriorityClass's name

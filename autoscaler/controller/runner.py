@@ -5,6 +5,7 @@ through `autoscaler.clients`, retries, and measures. Writes are idempotent: name
 deterministic, so a create that already happened is a 409 and a delete that did is a 404.
 """
 
+import dataclasses
 import json
 import logging
 import threading
@@ -400,6 +401,7 @@ class Operator:
             go_on, admitted = self._queue(job)
             if not go_on:
                 return None
+            observed = _with_queued_workers(observed, job, admitted)
             result = self._plan(job, observed, admitted=admitted)
             if any(kind == "Pod" for kind, _ in result.delete):
                 # Removing pods is not undone by the next pass: decide it on a fresh read.
@@ -727,6 +729,19 @@ class Operator:
                 self._expectations.pop(key, None)
             return True
         return False
+
+
+def _with_queued_workers(
+    observed: Observed, job: JSON, admitted: dict[str, int] | None
+) -> Observed:
+    """The Worker count waiting for Kueue's admission, when the spec asks for more."""
+    if not admitted:  # none admitted: the whole job waits, suspended
+        return observed
+    spec = job["spec"]["pytorchReplicaSpecs"].get(c.WORKER) or {}
+    wanted = int(spec.get("replicas", 1))
+    if wanted <= admitted.get(c.WORKER, 0):
+        return observed
+    return dataclasses.replace(observed, queued_workers=wanted)
 
 
 def kueue_capped(job: JSON, admitted: dict[str, int]) -> JSON:

@@ -341,6 +341,9 @@ def test_an_elastic_scale_up_waits_for_quota_and_a_scale_down_frees_it_at_once(
     passes_later(queueing_operator, 5)
     assert not own.reserved(kube.get(WORKLOADS, cluster.ns, pending["metadata"]["name"]))
     assert set(cluster.pods("grow")) == {"grow-worker-0", "grow-worker-1"}, "a pod unadmitted"
+    waits = condition(cluster.job("grow"), c.CONDITION_QUOTA_ADMITTED)
+    assert waits is not None
+    assert (waits["status"], waits["reason"]) == ("False", "WorkloadSlicePending")
 
     for pod in cluster.pods("other"):
         cluster.set_phase(pod, "Succeeded")
@@ -349,6 +352,10 @@ def test_an_elastic_scale_up_waits_for_quota_and_a_scale_down_frees_it_at_once(
         what="the new slice admitted once the other job's quota is free",
     )
     wait_running(cluster, "grow", 3)
+    wait_for(
+        lambda: condition(cluster.job("grow"), c.CONDITION_QUOTA_ADMITTED) is None,
+        what="the QuotaAdmitted condition gone with the admission",
+    )
     replaced = kube.get(WORKLOADS, cluster.ns, first["metadata"]["name"])
     assert own.has(replaced, own.FINISHED)
     other = workload(cluster, "other")

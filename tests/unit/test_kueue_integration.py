@@ -7,7 +7,8 @@ import pytest
 
 from autoscaler.api import coordinates as c
 from autoscaler.controller import kueue
-from autoscaler.controller.runner import kueue_capped
+from autoscaler.controller.reconcile import Observed, plan
+from autoscaler.controller.runner import _with_queued_workers, kueue_capped
 
 JSON = dict[str, Any]
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -273,6 +274,24 @@ def test_an_elastic_scale_down_shrinks_the_admitted_workload_in_place() -> None:
     assert [ps["count"] for ps in shrunk["spec"]["podSets"]] == [1]
     assert result.admitted == {c.WORKER: 1}
     assert result.create == []
+
+
+@pytest.mark.parametrize(
+    ("admitted", "condition"), [({c.WORKER: 2}, "False"), ({c.WORKER: 4}, None)]
+)
+def test_a_queued_scale_up_shows_on_the_job(
+    admitted: dict[str, int], condition: str | None
+) -> None:
+    running = job(workers=4, suspend=False, elastic=True)
+    observed = _with_queued_workers(Observed(), running, admitted)
+    planned = plan(kueue_capped(running, admitted), observed, now=NOW)
+    conditions = (planned.status or {}).get("conditions") or []
+    found = next((x for x in conditions if x["type"] == c.CONDITION_QUOTA_ADMITTED), None)
+    assert (found or {}).get("status") == condition
+    if found is not None:
+        assert found["message"] == (
+            "the scale-up to 4 workers waits for Kueue to admit its Workload slice"
+        )
 
 
 def test_the_pod_planner_sees_no_more_replicas_than_admitted() -> None:
