@@ -37,6 +37,8 @@ ANNOTATION_ELASTIC: Final = c.ANNOTATION_KUEUE_ELASTIC
 ANNOTATION_REPLACEMENT_FOR: Final = f"{GROUP}/workload-slice-replacement-for"
 LABEL_JOB_UID: Final = f"{GROUP}/job-uid"
 LABEL_PRIORITY_CLASS: Final = f"{GROUP}/priority-class"  # a WorkloadPriorityClass's name
+# Kueue's own integrations put it on their Workloads; a taken-over one may carry it.
+FINALIZER: Final = f"{GROUP}/resource-in-use"
 # Workload condition types and reasons (Kueue's `apis/kueue/v1beta2/workload_types.go`).
 QUOTA_RESERVED, ADMITTED, EVICTED = "QuotaReserved", "Admitted", "Evicted"
 FINISHED, REQUEUED = "Finished", "Requeued"
@@ -441,7 +443,7 @@ def step(job: JSON, queued_: Queued, *, now: datetime) -> Step:
     """What the integration writes for a labelled job now (an unlabelled one: nothing)."""
     if not queued(job) or (job.get("metadata") or {}).get("deletionTimestamp"):
         return Step()
-    result = Step()
+    result = Step(update=released(queued_.workloads))
     workloads = [w for w in queued_.workloads if not w["metadata"].get("deletionTimestamp")]
     done = finished(job)
     if done is not None:
@@ -464,6 +466,20 @@ def step(job: JSON, queued_: Queued, *, now: datetime) -> Step:
     if current is None:
         return _unadmitted(job, queued_, result, pending, now=now)
     return _admitted(job, queued_, result, current, pending, now=now)
+
+
+def released(workloads: list[JSON]) -> list[JSON]:
+    """Finished or deleted Workloads without Kueue's finalizer (one created by Kueue's built-in
+    integration before the operator took over), as Kueue's job reconciler removes it."""
+    result = []
+    for workload in workloads:
+        finalizers = workload["metadata"].get("finalizers") or []
+        gone = has(workload, FINISHED) or workload["metadata"].get("deletionTimestamp")
+        if FINALIZER in finalizers and gone:
+            new = copy.deepcopy(workload)
+            new["metadata"]["finalizers"] = [f for f in finalizers if f != FINALIZER]
+            result.append(new)
+    return result
 
 
 def _unadmitted(

@@ -478,6 +478,13 @@ class Operator:
         for workload in self.workloads.indexed(uid):
             with suppress(NotFoundError):
                 self.kube.delete(WORKLOADS, key[0], workload["metadata"]["name"])
+            finalizers = workload["metadata"].get("finalizers") or []
+            if kueue.FINALIZER in finalizers:  # Kueue's, on a Workload taken over from it
+                kept = [f for f in finalizers if f != kueue.FINALIZER]
+                with suppress(NotFoundError):
+                    patch = {"metadata": {"finalizers": kept}}
+                    name = workload["metadata"]["name"]
+                    self.kube.merge_patch(WORKLOADS, key[0], name, patch)
 
     def _fresh(self, job: JSON) -> JSON | None:
         """The job as the API server has it now (None, and forgotten, if it is gone)."""

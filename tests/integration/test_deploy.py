@@ -61,7 +61,7 @@ OPERATOR_RULES = {
     ("scheduling.volcano.sh", "podgroups"): {"list", "watch", "create", "update", "delete"},
     ("scheduling.x-k8s.io", "podgroups"): {"list", "watch", "create", "update", "delete"},
     ("scheduling.k8s.io", "priorityclasses"): {"list", "watch"},
-    ("kueue.x-k8s.io", "workloads"): {"list", "watch", "create", "update", "delete"},
+    ("kueue.x-k8s.io", "workloads"): {"list", "watch", "create", "update", "delete", "patch"},
     ("kueue.x-k8s.io", "workloads/status"): {"update"},
     ("kueue.x-k8s.io", "resourceflavors"): {"list", "watch"},
     ("kueue.x-k8s.io", "workloadpriorityclasses"): {"list", "watch"},

@@ -294,6 +294,18 @@ def test_a_queued_scale_up_shows_on_the_job(
         )
 
 
+def test_kueues_finalizer_comes_off_a_finished_workload_taken_over_from_kueue() -> None:
+    finished = workload(admitted=True)
+    finished["metadata"]["finalizers"] = [kueue.FINALIZER, "other"]
+    finished["status"]["conditions"].append({"type": kueue.FINISHED, "status": "True"})
+    done = job(status={"conditions": [{"type": "Succeeded", "status": "True"}]})
+    [released] = step(done, finished).update
+    assert released["metadata"]["finalizers"] == ["other"]
+    running = workload(admitted=True)
+    running["metadata"]["finalizers"] = [kueue.FINALIZER]
+    assert step(job(suspend=False), running).update == []
+
+
 def test_the_pod_planner_sees_no_more_replicas_than_admitted() -> None:
     capped = kueue_capped(job(workers=4, master=True), {c.WORKER: 2, c.MASTER: 1})
     specs = capped["spec"]["pytorchReplicaSpecs"]
