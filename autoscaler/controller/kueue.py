@@ -164,7 +164,8 @@ def wanted(job: JSON) -> dict[str, int]:
     """The pod counts the job's spec asks for, by PodSet, the torchft lighthouse included."""
     specs = job["spec"]["pytorchReplicaSpecs"]
     result = {pod_set_name(t): int(specs[t].get("replicas", 1)) for t in replica_types(job)}
-    if torchft.requested(PyTorchJob.model_validate(job)):
+    parsed = PyTorchJob.model_validate(job)
+    if torchft.requested(parsed) and torchft.problem(parsed) is None:  # else no lighthouse runs
         result[LIGHTHOUSE_POD_SET] = 1
     return result
 

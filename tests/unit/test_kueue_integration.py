@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from autoscaler import fault_tolerance
 from autoscaler.api import coordinates as c
 from autoscaler.controller import kueue
 from autoscaler.controller.reconcile import Observed, plan
@@ -147,6 +148,18 @@ def test_a_suspended_job_gets_one_workload_per_replica_type_with_its_priority() 
     assert created["metadata"]["ownerReferences"][0]["uid"] == "u-1"
     assert created["metadata"]["labels"] == {kueue.LABEL_JOB_UID: "u-1"}
     assert not result.holds
+
+
+def test_a_torchft_jobs_lighthouse_counts_in_its_workload() -> None:
+    torchft_job = job(elastic=True)
+    torchft_job["metadata"]["annotations"][fault_tolerance.ANNOTATION] = fault_tolerance.TORCHFT
+    torchft_job["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 4}
+    [created] = step(torchft_job).create
+    lighthouse = created["spec"]["podSets"][-1]
+    assert (lighthouse["name"], lighthouse["count"]) == ("lighthouse", 1)
+    [container] = lighthouse["template"]["spec"]["containers"]
+    assert container["resources"] == {"requests": {"cpu": "50m", "memory": "256Mi"}}
+    assert kueue.wanted(torchft_job) == {"worker": 2, "lighthouse": 1}
 
 
 def test_a_workload_priority_class_label_wins() -> None:
