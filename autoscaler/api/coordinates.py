@@ -36,6 +36,9 @@ MANAGED_BY_TRAINING_OPERATOR: Final = "kubeflow.org/training-operator"
 # The operator's job condition under gang scheduling: False while the job's PodGroup is not
 # placed (or cannot be), so the engine counts the job as waiting.
 CONDITION_GANG_SCHEDULED: Final = "GangScheduled"
+# The operator's job condition under its Kueue integration: False while a scale-up waits for
+# Kueue to admit its Workload slice (the job runs at the admitted count meanwhile).
+CONDITION_QUOTA_ADMITTED: Final = "QuotaAdmitted"
 
 # Container and port defaults (upstream pytorch_types.go).
 DEFAULT_CONTAINER_NAME: Final = "pytorch"
@@ -70,6 +73,9 @@ ENGINE_NAME: Final = "elastic-autoscaler-engine"
 # The label that hands a job to a Kueue LocalQueue (Kueue's `constants.QueueLabel`). Kueue admits
 # the job at the size its spec has then and requeues it after any resize, so it owns the count.
 LABEL_KUEUE_QUEUE_NAME: Final = "kueue.x-k8s.io/queue-name"
+# Kueue's opt-in to workload slices (`constants.ElasticJobAnnotation`): with the operator's own
+# Kueue integration, a queued elastic job so annotated is resized through Kueue, not requeued.
+ANNOTATION_KUEUE_ELASTIC: Final = "kueue.x-k8s.io/elastic-job"
 
 # The extended resource of NVIDIA GPUs: what the engine's jobs share by default.
 GPU_RESOURCE: Final = "nvidia.com/gpu"

@@ -28,6 +28,7 @@ ConditionType = Literal[
     "GangScheduled",
     "FaultTolerance",
     "Rendezvous",
+    "QuotaAdmitted",
 ]
 
 # Markers read by the CRD generator: the schema of this field is the API server's own type.

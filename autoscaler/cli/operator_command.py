@@ -53,6 +53,13 @@ def add_operator_command(commands: Any) -> None:
     )
     add_pod_arguments(sub)
     add_gang_scheduler_argument(sub)
+    sub.add_argument(
+        "--kueue",
+        action="store_true",
+        help="queue PyTorchJobs labelled kueue.x-k8s.io/queue-name through Kueue with the "
+        "operator's own integration (Kueue lists PyTorchJob.v1.kubeflow.org in "
+        "integrations.externalFrameworks, its built-in kubeflow.org/pytorchjob off)",
+    )
     add_service_arguments(sub, lease_name=LEADER_ELECTION_ID, leader_elect=False, upstream=True)
     add_upstream_flags(sub)
     sub.set_defaults(command=run_operator)
@@ -87,6 +94,7 @@ def run_operator(args: argparse.Namespace) -> int:
         namespace=args.namespace or None,
         pods=pod_settings(args),  # a bad template stops here, before any pod is built
         gang_scheduler_name=args.gang_scheduler_name,
+        kueue=args.kueue,
     )
     limiter = TokenBucket(args.kube_api_qps, args.kube_api_burst)
     kube = Kube(api_client(kubeconfig=args.kubeconfig), limiter=limiter)

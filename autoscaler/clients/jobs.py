@@ -67,6 +67,10 @@ def managed_job(obj: JSON) -> ManagedJob | None:
             cond.get("type") == c.CONDITION_GANG_SCHEDULED and cond.get("status") == "False"
             for cond in status.get("conditions") or []
         ),
+        quota_waiting=any(
+            cond.get("type") == c.CONDITION_QUOTA_ADMITTED and cond.get("status") == "False"
+            for cond in status.get("conditions") or []
+        ),
         state=annotations.get(c.ANNOTATION_STATE, ""),
         total_samples=total,
         allowed_replicas=allowed,
@@ -116,8 +120,10 @@ def hpa_status(hpa: JSON) -> HpaStatus:
 
 def owner(policy: JSON, *, annotations: Mapping[str, str], queue: str) -> Owner:
     """One writer per job: Kueue when it queues the job (its admission fixes the size, even
-    against an HPA), its HPA when metrics are declared, nobody when it opted out."""
-    if queue:
+    against an HPA) unless the job opted into Kueue's workload slices (the operator's Kueue
+    integration turns its resizes into slices Kueue admits), its HPA when metrics are declared,
+    nobody when it opted out."""
+    if queue and annotations.get(c.ANNOTATION_KUEUE_ELASTIC) != "true":
         return Owner.KUEUE
     if policy.get("metrics"):
         return Owner.HPA

@@ -66,6 +66,10 @@ EVENTS = Resource("", "v1", "events")
 HPAS = Resource("autoscaling", "v2", "horizontalpodautoscalers")
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses")
+# Kueue's kinds (kueue.x-k8s.io/v1beta2, the version Kueue v0.19 stores).
+WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads")
+RESOURCE_FLAVORS = Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors")
+WORKLOAD_PRIORITY_CLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses")
 BY_KIND = {
     "Pod": PODS,
     "Service": SERVICES,
@@ -73,6 +77,7 @@ BY_KIND = {
     c.KIND: JOBS,
     "Event": EVENTS,
     "Lease": LEASES,
+    "Workload": WORKLOADS,
 }
 
 

@@ -13,6 +13,7 @@ SUCCEEDED, SUSPENDED, FAILED = "Succeeded", "Suspended", "Failed"
 # Not upstream lifecycle conditions: they are kept first so `conditions[-1]` stays the state.
 HPA_CONDITION = "HorizontalPodAutoscaler"
 GANG_CONDITION = c.CONDITION_GANG_SCHEDULED
+QUOTA_CONDITION = c.CONDITION_QUOTA_ADMITTED
 FAULT_TOLERANCE = "FaultTolerance"  # False while the torchft annotation cannot be run
 RENDEZVOUS = "Rendezvous"  # False while the rendezvous store annotation cannot be run
 REASON_PREFIX = "PyTorchJob"

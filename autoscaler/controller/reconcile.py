@@ -78,6 +78,8 @@ class Observed:
     podgroup: JSON | None = None
     podgroup_api_missing: bool = False
     priorities: Mapping[str, int] = field(default_factory=dict)
+    # Under the Kueue integration: the Worker count of a scale-up Kueue has not admitted yet.
+    queued_workers: int | None = None
 
 
 @dataclass
@@ -159,6 +161,7 @@ class _Planner:
             self.status["conditions"] = cond.set_side_condition(
                 self.status["conditions"], None, now=self.now, type_=cond.GANG_CONDITION
             )
+        self.report_queued_scale_up()
         invalid = self.check_fault_tolerance() | self.check_rendezvous()
         if cond.is_finished(self.status["conditions"]):
             self.finish()
@@ -173,6 +176,24 @@ class _Planner:
             elif not invalid:  # held as it is until the annotation is fixed
                 self.reconcile_replicas()
         return self.done()
+
+    def report_queued_scale_up(self) -> None:
+        """`QuotaAdmitted=False` while a scale-up waits for Kueue to admit its Workload slice."""
+        queued = self.observed.queued_workers
+        new = None
+        if queued is not None:
+            message = (
+                f"the scale-up to {queued} workers waits for Kueue to admit its Workload slice"
+            )
+            new = cond.Condition(
+                type=cond.QUOTA_CONDITION,
+                status="False",
+                reason="WorkloadSlicePending",
+                message=message,
+            )
+        self.status["conditions"] = cond.set_side_condition(
+            self.status["conditions"], new, now=self.now, type_=cond.QUOTA_CONDITION
+        )
 
     def check_fault_tolerance(self) -> bool:
         """A Warning and a False `FaultTolerance` condition while the torchft settings are

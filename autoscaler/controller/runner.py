@@ -5,6 +5,7 @@ through `autoscaler.clients`, retries, and measures. Writes are idempotent: name
 deterministic, so a create that already happened is a 409 and a delete that did is a 404.
 """
 
+import dataclasses
 import json
 import logging
 import threading
@@ -27,7 +28,10 @@ from autoscaler.clients.kube import (
     JOBS,
     PODS,
     PRIORITY_CLASSES,
+    RESOURCE_FLAVORS,
     SERVICES,
+    WORKLOAD_PRIORITY_CLASSES,
+    WORKLOADS,
     ConflictError,
     Kube,
     NamespaceTerminatingError,
@@ -35,6 +39,7 @@ from autoscaler.clients.kube import (
     Resource,
 )
 from autoscaler.clients.recorder import EventRecorder
+from autoscaler.controller import kueue
 from autoscaler.controller.builders import UPSTREAM_DEFAULTS, PodSettings
 from autoscaler.controller.claims import adoption_patch, claims, controller_uid, release_patch
 from autoscaler.controller.gang import PODGROUP_KIND, GangScheduler, gang_scheduler
@@ -74,6 +79,8 @@ class OperatorConfig:
     pods: PodSettings = UPSTREAM_DEFAULTS
     once_events_remembered: int = 10_000  # keys of Events sent once (a few MB at most)
     gang_scheduler_name: str = ""  # --gang-scheduler-name: volcano, or a scheduler-plugins name
+    # --kueue: the operator's own Kueue integration (Kueue's built-in one for PyTorchJob off).
+    kueue: bool = False
 
 
 @dataclass
@@ -167,10 +174,16 @@ class Operator:
         if self.gang is not None:
             api = self.gang.api
             self.podgroup_resource = Resource(api.group, api.version, api.plural)
+        if self.gang is not None:
             self.priority_classes = Informer(
                 kube, PRIORITY_CLASSES, on_event=lambda *_: None, watch_timeout=timeout
             )
             self.informers.append(self.priority_classes)
+        # Kueue's objects, cached once the API server serves them (`watch_kueue_if_served`).
+        self.workloads: Informer | None = None
+        self.flavors: Informer | None = None
+        self.workload_priorities: Informer | None = None
+        self._gone: dict[ObjectKey, str] = {}  # deleted jobs' uids, until their Workloads go
 
     # -- running -------------------------------------------------------------------------------
 
@@ -180,6 +193,7 @@ class Operator:
         for informer in list(self.informers):
             self._start_informer(informer)
         self.watch_podgroups_if_served()
+        self.watch_kueue_if_served()
         while not stop.is_set() and not self.healthy():
             stop.wait(0.05)
         self.metrics.runtime.max_concurrent.set(self.config.workers)
@@ -191,6 +205,7 @@ class Operator:
             worker.start()
         while not stop.wait(self.config.resync_seconds):
             self.watch_podgroups_if_served()
+            self.watch_kueue_if_served()
             self.resync()
         self.queue.shut_down()
         for worker in workers:
@@ -236,6 +251,49 @@ class Operator:
         informer.synced.wait(timeout=30)  # so the first passes do not create it twice
         self.podgroups = informer
         self.informers.append(informer)
+
+    def watch_kueue_if_served(self) -> None:
+        """With `kueue`: start the caches of Workloads, ResourceFlavors and
+        WorkloadPriorityClasses once Kueue's CRDs are served. Until then a labelled job is left
+        suspended (its pass waits), as Kueue would leave it without its controller."""
+        if not self.config.kueue or self.workloads is not None:
+            return
+        if not self.kube.serves(kueue.GROUP, kueue.VERSION):
+            log.warning("kueue: %s is not served (Kueue's CRDs missing)", kueue.API_VERSION)
+            return
+        if self.priority_classes is None:
+            self.priority_classes = Informer(
+                self.kube,
+                PRIORITY_CLASSES,
+                on_event=_ignored,
+                watch_timeout=self.config.watch_timeout,
+            )
+            self._start_informer(self.priority_classes)
+            self.priority_classes.synced.wait(timeout=30)
+            self.informers.append(self.priority_classes)
+        caches = [
+            Informer(
+                self.kube,
+                resource,
+                namespace=scope,
+                on_event=on_event,
+                index=index,
+                watch_timeout=self.config.watch_timeout,
+            )
+            for resource, scope, on_event, index in (
+                (WORKLOADS, self.config.namespace, self._on_podgroup, _controller_uid_keys),
+                (RESOURCE_FLAVORS, None, _ignored, None),
+                (WORKLOAD_PRIORITY_CLASSES, None, _ignored, None),
+            )
+        ]
+        for informer in caches:
+            self._start_informer(informer)
+        for informer in caches:
+            informer.synced.wait(timeout=30)
+        self._caches["Workload"] = caches[0]
+        self.flavors, self.workload_priorities = caches[1], caches[2]
+        self.workloads = caches[0]
+        self.informers.extend(caches)
 
     def idle(self) -> bool:
         """Nothing queued, in progress or waiting to be sent (benchmarks and tests wait on it)."""
@@ -299,6 +357,8 @@ class Operator:
         if kind == "DELETED":
             with self._lock:
                 self._expectations.pop(key, None)
+                if self.config.kueue and kueue.queued(job):
+                    self._gone[key] = job["metadata"].get("uid", "")
         self.queue.add(key)
 
     def _on_owned(self, kind: str, obj: JSON) -> None:
@@ -330,12 +390,19 @@ class Operator:
 
     def reconcile(self, key: ObjectKey) -> Plan | None:
         job = self.jobs.get(key)
-        if job is None or not self._expectations_met(key):
+        if job is None:
+            self._delete_workloads_of_gone(key)
+            return None
+        if not self._expectations_met(key):
             return None
         self.claim(job)
         observed = self.observe(job)
         try:
-            result = self._plan(job, observed)
+            go_on, admitted = self._queue(job)
+            if not go_on:
+                return None
+            observed = _with_queued_workers(observed, job, admitted)
+            result = self._plan(job, observed, admitted=admitted)
             if any(kind == "Pod" for kind, _ in result.delete):
                 # Removing pods is not undone by the next pass: decide it on a fresh read.
                 # (When a job is deleted, the garbage collector may remove worker-0 before
@@ -343,7 +410,7 @@ class Operator:
                 fresh = self._fresh(job)
                 if fresh is None:
                     return None
-                job, result = fresh, self._plan(fresh, observed)
+                job, result = fresh, self._plan(fresh, observed, admitted=admitted)
         except ValidationError as error:
             self._reject(job, error)
             return None
@@ -352,8 +419,72 @@ class Operator:
             self.queue.add_after(key, result.requeue_after)
         return result
 
-    def _plan(self, job: JSON, observed: Observed) -> Plan:
-        return plan(job, observed, now=self.clock(), settings=self.config.pods, gang=self.gang)
+    def _plan(
+        self, job: JSON, observed: Observed, *, admitted: dict[str, int] | None = None
+    ) -> Plan:
+        """`admitted`: the replica counts Kueue admitted, the most pods the pass may run."""
+        planned = job if admitted is None else kueue_capped(job, admitted)
+        return plan(planned, observed, now=self.clock(), settings=self.config.pods, gang=self.gang)
+
+    # -- Kueue ---------------------------------------------------------------------------------
+
+    def _queue(self, job: JSON) -> tuple[bool, dict[str, int] | None]:
+        """The Kueue integration's writes for a labelled job. Returns whether the pass goes on
+        (not when the job's spec changed, or Kueue's objects are not cached yet) and the
+        admitted replica counts (None: no limit)."""
+        if not self.config.kueue or not kueue.queued(job):
+            return True, None
+        if self.workloads is None or self.flavors is None or self.workload_priorities is None:
+            return False, None
+        uid = job["metadata"].get("uid", "")
+        queued = kueue.Queued(
+            workloads=self.workloads.indexed(uid),
+            flavors={f["metadata"]["name"]: f for f in self.flavors.items()},
+            priorities=self._priorities(),
+            workload_priorities={
+                w["metadata"]["name"]: int(w.get("value") or 0)
+                for w in self.workload_priorities.items()
+            },
+        )
+        step = kueue.step(job, queued, now=self.clock())
+        self._apply_queue_step(job, step)
+        return not step.holds, step.admitted
+
+    def _apply_queue_step(self, job: JSON, step: kueue.Step) -> None:
+        assert self.workloads is not None
+        namespace = job["metadata"]["namespace"]
+        if step.job is not None:  # first: a conflict retries the pass from fresh caches
+            self.jobs.apply("MODIFIED", self.kube.replace(step.job))
+        for workload in step.create:
+            with suppress(ConflictError):  # names are deterministic: created by an earlier pass
+                self.workloads.apply("ADDED", self.kube.create(workload, resource=WORKLOADS))
+        for workload in step.update:
+            self.workloads.apply("MODIFIED", self.kube.replace(workload, resource=WORKLOADS))
+        for workload in step.status:
+            written = self.kube.replace(workload, sub="status", resource=WORKLOADS)
+            self.workloads.apply("MODIFIED", written)
+        for name in step.delete:
+            with suppress(NotFoundError):
+                self.kube.delete(WORKLOADS, namespace, name)
+        for type_, reason, message in step.events:
+            self._record(job, type_, reason, message)
+
+    def _delete_workloads_of_gone(self, key: ObjectKey) -> None:
+        """The Workloads of a deleted job (the garbage collector would too, where it runs)."""
+        with self._lock:
+            uid = self._gone.pop(key, None)
+        if uid is None or self.workloads is None:
+            return
+        for workload in self.workloads.indexed(uid):
+            with suppress(NotFoundError):
+                self.kube.delete(WORKLOADS, key[0], workload["metadata"]["name"])
+            finalizers = workload["metadata"].get("finalizers") or []
+            if kueue.FINALIZER in finalizers:  # Kueue's, on a Workload taken over from it
+                kept = [f for f in finalizers if f != kueue.FINALIZER]
+                with suppress(NotFoundError):
+                    patch = {"metadata": {"finalizers": kept}}
+                    name = workload["metadata"]["name"]
+                    self.kube.merge_patch(WORKLOADS, key[0], name, patch)
 
     def _fresh(self, job: JSON) -> JSON | None:
         """The job as the API server has it now (None, and forgotten, if it is gone)."""
@@ -605,6 +736,37 @@ class Operator:
                 self._expectations.pop(key, None)
             return True
         return False
+
+
+def _with_queued_workers(
+    observed: Observed, job: JSON, admitted: dict[str, int] | None
+) -> Observed:
+    """The Worker count waiting for Kueue's admission, when the spec asks for more."""
+    if not admitted:  # none admitted: the whole job waits, suspended
+        return observed
+    spec = job["spec"]["pytorchReplicaSpecs"].get(c.WORKER) or {}
+    wanted = int(spec.get("replicas", 1))
+    if wanted <= admitted.get(c.WORKER, 0):
+        return observed
+    return dataclasses.replace(observed, queued_workers=wanted)
+
+
+def kueue_capped(job: JSON, admitted: dict[str, int]) -> JSON:
+    """The job as the pod planner should see it: no more replicas of a type than admitted."""
+    specs = {
+        name: {**spec, "replicas": min(int(spec.get("replicas", 1)), admitted.get(name, 0))}
+        for name, spec in job["spec"]["pytorchReplicaSpecs"].items()
+    }
+    return {**job, "spec": {**job["spec"], "pytorchReplicaSpecs": specs}}
+
+
+def _controller_uid_keys(obj: JSON) -> list[Any]:
+    uid = controller_uid(obj)
+    return [] if uid is None else [uid]
+
+
+def _ignored(kind: str, obj: JSON) -> None:
+    """Cached for reading only: a change of them alone needs no pass."""
 
 
 def _outcome(result: Plan | None) -> str:

@@ -60,6 +60,8 @@ class ManagedJob:
     queue: str = ""  # the Kueue LocalQueue it is labelled for; "" when none
     # Gang scheduling: the job's PodGroup is not placed yet (its pods wait all-or-nothing).
     gang_waiting: bool = False
+    # Kueue: a scale-up waits for its Workload slice to be admitted (the admitted workers run).
+    quota_waiting: bool = False
     # The resourceVersion it was read at: a /scale write under it is refused (409) if the job
     # changed since. "" when unknown (the simulator has no versions).
     resource_version: str = ""

@@ -258,6 +258,9 @@ def _pending(
     if replicas > job.replicas and job.gang_waiting:
         message = "its gang (PodGroup) is not placed yet: no scale-up until it is"
         return Step(name="pending", replicas=job.replicas, reason="GangPending", message=message)
+    if replicas > job.replicas and job.quota_waiting:
+        message = "a scale-up waits for Kueue to admit its Workload slice: no further one till then"
+        return Step(name="pending", replicas=job.replicas, reason="QuotaPending", message=message)
     if replicas > job.replicas and job.active < job.replicas:
         message = f"only {job.active} of {job.replicas} workers run: no scale-up until they do"
         return Step(name="pending", replicas=job.replicas, reason="PodsPending", message=message)

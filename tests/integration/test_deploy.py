@@ -51,7 +51,7 @@ USER_NS = "team-a"  # any namespace jobs run in (reviews need no existing namesp
 # What each component calls (derived from the code; see the comments in */rbac.yaml), as
 # {(apiGroup, resource): verbs}. The ClusterRoles must be exactly this: no more, no less.
 OPERATOR_RULES = {
-    ("kubeflow.org", "pytorchjobs"): {"get", "list", "watch", "delete"},
+    ("kubeflow.org", "pytorchjobs"): {"get", "list", "watch", "delete", "update"},
     ("kubeflow.org", "pytorchjobs/status"): {"update"},
     ("", "pods"): {"list", "watch", "create", "delete", "patch"},
     ("", "services"): {"list", "watch", "create", "delete", "patch"},
@@ -60,6 +60,10 @@ OPERATOR_RULES = {
     ("scheduling.volcano.sh", "podgroups"): {"list", "watch", "create", "update", "delete"},
     ("scheduling.x-k8s.io", "podgroups"): {"list", "watch", "create", "update", "delete"},
     ("scheduling.k8s.io", "priorityclasses"): {"list", "watch"},
+    ("kueue.x-k8s.io", "workloads"): {"list", "watch", "create", "update", "delete", "patch"},
+    ("kueue.x-k8s.io", "workloads/status"): {"update"},
+    ("kueue.x-k8s.io", "resourceflavors"): {"list", "watch"},
+    ("kueue.x-k8s.io", "workloadpriorityclasses"): {"list", "watch"},
 }
 ENGINE_RULES = {
     ("kubeflow.org", "pytorchjobs"): {"list", "watch", "patch"},
@@ -80,7 +84,6 @@ DENIED_TO_BOTH = [
     Access("list", "secrets"),
     Access("get", "secrets", NS),
     Access("create", JOBS, USER_NS),
-    Access("update", JOBS, USER_NS),  # a job's spec is its owner's
     Access("create", "pods/exec", USER_NS),
     Access("create", "serviceaccounts/token", NS),
     Access("create", "clusterrolebindings.rbac.authorization.k8s.io"),
@@ -100,6 +103,7 @@ OPERATOR_DENIED = [
 ]
 ENGINE_DENIED = [
     *DENIED_TO_BOTH,
+    Access("update", JOBS, USER_NS),  # a job's spec is its owner's (the operator's: --kueue)
     Access("delete", JOBS, USER_NS),
     Access("update", f"{JOBS}/status", USER_NS),
     Access("patch", f"{JOBS}/status", USER_NS),

@@ -13,8 +13,10 @@ Installed as Kueue's kustomize config would, with what a test cluster lacks repl
   `externalName: localhost`: kube-apiserver resolves it to localhost and the Service port, where
   the manager serves its webhooks (127.0.0.1, a free port), and verifies the certificate against
   `kueue-webhook-service.kueue-system.svc`, the name Kueue issued it for;
-- the only integration is `kubeflow.org/pytorchjob`; the visibility API server is off; the
-  manager runs with the admin kubeconfig (Kueue's own RBAC is not exercised).
+- the only integration is `kubeflow.org/pytorchjob`, or (`own_integration`) none built in and
+  PyTorchJob listed in `integrations.externalFrameworks`, for the operator's own integration;
+  the visibility API server is off; the manager runs with the admin kubeconfig (Kueue's own
+  RBAC is not exercised).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 import yaml
 
 from autoscaler.clients.kube import Kube, NotFoundError, Resource
+from autoscaler.controller.kueue import EXTERNAL_FRAMEWORK
 from tests.support.apply import RestMapper, apply
 from tests.support.controlplane import REPO_ROOT, built
 from tests.support.processes import (
@@ -65,8 +68,17 @@ def kueue_binary(*, build_timeout: float = 3600.0) -> Path:
 class KueueManager:
     """Kueue's CRDs, webhooks and manager process, installed into the test API server."""
 
-    def __init__(self, *, binary: Path, kube: Kube, kubeconfig: Path, workdir: Path) -> None:
+    def __init__(
+        self,
+        *,
+        binary: Path,
+        kube: Kube,
+        kubeconfig: Path,
+        workdir: Path,
+        own_integration: bool = False,
+    ) -> None:
         self.binary, self.kube, self.kubeconfig, self.workdir = binary, kube, kubeconfig, workdir
+        self.own_integration = own_integration
         self.mapper = RestMapper(kube)
         self.webhook_port, self.health_port = free_port(), free_port()
         self.log = workdir / "kueue.log"
@@ -147,9 +159,16 @@ class KueueManager:
             },
             "leaderElection": {"leaderElect": False},
             "internalCertManagement": {"enable": True},
-            "integrations": {"frameworks": ["kubeflow.org/pytorchjob"]},
+            "integrations": self.integrations(),
             "featureGates": {"VisibilityOnDemand": False},
         }
+
+    def integrations(self) -> JSON:
+        """Kueue's built-in PyTorchJob integration, or (own) PyTorchJob as an external framework
+        beside the one built-in integration Kueue needs listed (batch/v1 Job: no Job runs here)."""
+        if self.own_integration:
+            return {"frameworks": ["batch/job"], "externalFrameworks": [EXTERNAL_FRAMEWORK]}
+        return {"frameworks": ["kubeflow.org/pytorchjob"]}
 
     # -- installation -------------------------------------------------------------------------
 
@@ -199,7 +218,11 @@ class KueueManager:
     def _webhook_configurations(self) -> list[JSON]:
         configurations = []
         for document in yaml.safe_load_all((DATA / "webhook-manifests.yaml").read_text()):
-            webhooks = [hook for hook in document["webhooks"] if _served_here(hook)]
+            webhooks = [
+                hook
+                for hook in document["webhooks"]
+                if _served_here(hook, pytorchjobs=not self.own_integration)
+            ]
             for hook in webhooks:
                 hook["clientConfig"] = {
                     "service": self._service_reference(hook["clientConfig"]["service"]["path"])
@@ -220,13 +243,18 @@ class KueueManager:
         wait_until(established, timeout=60, interval=0.2, what=f"the CRD {name} to be Established")
 
 
-def _served_here(webhook: JSON) -> bool:
-    """Kueue's own kinds and PyTorchJobs: the webhooks of integrations not enabled here (and
-    of pods, deployments, ...) would only add failure points."""
+def _served_here(webhook: JSON, *, pytorchjobs: bool) -> bool:
+    """Kueue's own kinds, and PyTorchJobs while its integration is on: the webhooks of
+    integrations not enabled here (and of pods, deployments, ...) would only add failure
+    points, and those of one turned off are not served."""
     rules = webhook.get("rules") or []
     return bool(rules) and all(
         rule["apiGroups"] == [GROUP]
-        or (rule["apiGroups"] == ["kubeflow.org"] and rule["resources"] == ["pytorchjobs"])
+        or (
+            pytorchjobs
+            and rule["apiGroups"] == ["kubeflow.org"]
+            and rule["resources"] == ["pytorchjobs"]
+        )
         for rule in rules
     )
 

@@ -91,6 +91,12 @@ def test_one_owner_per_job(labels: dict[str, str], policy: dict[str, Any], owner
     assert job(labels, **policy).owner is owner
 
 
+@pytest.mark.parametrize(("value", "owner"), [("true", Owner.ENGINE), ("false", Owner.KUEUE)])
+def test_a_queued_job_in_kueues_workload_slices_is_the_engines(value: str, owner: Owner) -> None:
+    metadata = {"annotations": {c.ANNOTATION_KUEUE_ELASTIC: value}}
+    assert job({c.LABEL_KUEUE_QUEUE_NAME: "team-a"}, metadata=metadata).owner is owner
+
+
 @pytest.mark.parametrize(
     ("metadata", "version"),
     [

@@ -351,6 +351,18 @@ def engine_job(active: int, *, gang: str | None) -> JSON:
     return obj
 
 
+@pytest.mark.parametrize(("quota", "waiting"), [("False", True), ("True", False)])
+def test_the_engine_sees_a_scale_up_that_waits_for_kueue(quota: str, waiting: bool) -> None:
+    """Only the admitted workers run (its running count, as for pods still pending)."""
+    obj = engine_job(2, gang=None)
+    obj["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 4
+    obj["status"]["conditions"].insert(0, condition("QuotaAdmitted", quota, "WorkloadSlicePending"))
+    managed = managed_job(obj)
+    assert managed is not None
+    assert managed.quota_waiting is waiting
+    assert running_count(managed) == 2
+
+
 @pytest.mark.parametrize(
     ("active", "gang", "waiting", "running"),
     [

@@ -160,6 +160,8 @@ def run(the_job: ManagedJob, wish: int, state: JobState | None = None) -> Settle
         (job(active=3), 6, 4, "PodsPending"),
         (job(gang_waiting=True), 6, 4, "GangPending"),  # its PodGroup is not placed yet
         (job(gang_waiting=True), 3, 3, "OptimalAllocation"),  # shrinking it is not held
+        (job(quota_waiting=True, active=3), 6, 4, "QuotaPending"),  # Kueue has not admitted 4
+        (job(quota_waiting=True, active=3), 3, 3, "OptimalAllocation"),  # back within quota
         (job(active=3), 2, 2, "OptimalAllocation"),  # scaling down is fine with pods pending
     ],
 )
