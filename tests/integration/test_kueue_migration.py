@@ -22,8 +22,6 @@ from tests.support.kueue import KueueManager, kueue_binary, workload_of
 from tests.support.polling import wait_for
 from tests.support.training import Kubelet, remove_jobs_and_pods
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def admin(control_plane: ControlPlane) -> Iterator[Kube]:

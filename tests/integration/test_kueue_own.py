@@ -36,7 +36,6 @@ from tests.support.kueue import KueueManager, kueue_binary, workload_of
 from tests.support.polling import wait_for
 from tests.support.training import Kubelet, remove_jobs_and_pods
 
-pytestmark = pytest.mark.integration
 JSON = dict[str, Any]
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses")
 
