@@ -1,7 +1,7 @@
 """The policies end to end on public traces, through the real engine: `make bench-sim`.
 
     python -m benchmarks.bench_sim                # every evaluation workload
-    python -m benchmarks.bench_sim --quick        # pollux-1, itp-r1 and default-r1
+    python -m benchmarks.bench_sim --quick        # pollux-1, itp-next and default-next
     python -m benchmarks.bench_sim --tuning       # also the workloads the default was tuned on
     python -m benchmarks.bench_sim --out DIR      # also each run's results.json and plots
 
@@ -12,9 +12,8 @@ Workloads (data in `benchmarks/data/`, origins and licences in its README):
 - `itp`: 160 consecutive ITP submissions (cluster08) on ElasticFlow's A100 profiles, 64 GPUs in
   8 nodes of 8, the same stall and interval.
 - `default`: the simulator's bundled default exactly as `make demo` runs it (15 s stall).
-- `itp-r1`, `default-r1`: the jobs of `itp` and `default` in an order and with gaps between
-  arrivals drawn from theirs with `random.Random(1)` (`resampled`): new workloads from the same
-  profiles and traces.
+- `itp-next`, `default-next`: later windows of the same ITP clusters (cluster08, cluster04), on the
+  same profiles and cluster settings as `itp` and `default`, sharing no job with them.
 
 The default's settings (its exponent and exploration rule) were chosen on `TUNING`; targets are
 checked on the others only (`EVALUATION`). Every policy runs with the same engine settings
@@ -42,11 +41,9 @@ target prints NOT MET with its figure, and the exit status is 1.
 
 import argparse
 import dataclasses
-import itertools
 import json
 import math
 import os
-import random
 import sys
 import time
 from collections.abc import Sequence
@@ -54,8 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autoscaler.sim import Comparison, SimConfig, compare
-from autoscaler.sim.bundled import DEFAULT_CONFIG, bundled_workload
-from autoscaler.sim.inputs import read_profiles, read_workload
+from autoscaler.sim.bundled import DEFAULT_CONFIG
 from autoscaler.sim.lineup import DEFAULT_POLICIES
 from autoscaler.sim.progress import ProgressBar
 from autoscaler.sim.report import COLUMNS, aligned, bound_rows, rows
@@ -64,6 +60,8 @@ from autoscaler.sim.workload import WorkloadJob
 DATA = Path(__file__).parent / "data"
 POLLUX = DATA / "pollux"
 ITP = DATA / "itp" / "cluster08-160.csv"
+ITP_NEXT = DATA / "itp" / "cluster08-160-next.csv"
+DEFAULT_NEXT = DATA / "itp" / "cluster04-72-next.csv"
 POLLUX_CLUSTER = SimConfig(gpus=64, gpus_per_node=4, restart_seconds=30.0, interval_seconds=60.0)
 ITP_CLUSTER = SimConfig(gpus=64, gpus_per_node=8, restart_seconds=30.0, interval_seconds=60.0)
 OURS = "global-optimizer"
@@ -72,7 +70,6 @@ BLIND = " (no work declared)"
 QUEUED = " (preemptible jobs)"
 FIGURES = ("mean_jct", "p95_jct", "makespan", "gpu_utilization", "rescales", "mean_solve")
 TUNING = ("itp", "default", "pollux-2", "pollux-3")
-RESAMPLE_SEED = 1
 MEAN_VS_BEST_OTHER = 0.95
 MEAN_VS_LP_BOUND = 1.3
 P95_VS_BEST_OTHER = 1.1
@@ -84,19 +81,6 @@ class Workload:
     jobs: Path | tuple[WorkloadJob, ...] | None  # None: the bundled default
     profiles: Path | None
     config: SimConfig
-
-
-def resampled(jobs: Sequence[WorkloadJob], *, seed: int) -> tuple[WorkloadJob, ...]:
-    """The same jobs in a shuffled order, the gaps between arrivals shuffled apart from them."""
-    ordered = sorted(jobs, key=lambda job: job.submit_time)
-    gaps = [b.submit_time - a.submit_time for a, b in itertools.pairwise(ordered)]
-    draw = random.Random(seed)
-    draw.shuffle(ordered)
-    draw.shuffle(gaps)
-    times = [0.0, *itertools.accumulate(gaps)]
-    return tuple(
-        dataclasses.replace(job, submit_time=time) for job, time in zip(ordered, times, strict=True)
-    )
 
 
 def _figures(comparison: Comparison, policy: str) -> dict[str, float]:
@@ -120,18 +104,16 @@ def workloads() -> list[Workload]:
                  POLLUX_CLUSTER)
         for i in range(1, 9)
     ]  # fmt: skip
-    itp = read_workload(ITP, profiles=read_profiles(None))
     return [
         *pollux,
         Workload("itp", ITP, None, ITP_CLUSTER),
         Workload("default", None, None, DEFAULT_CONFIG),
-        Workload("itp-r1", resampled(itp, seed=RESAMPLE_SEED), None, ITP_CLUSTER),
-        Workload("default-r1", resampled(bundled_workload(), seed=RESAMPLE_SEED), None,
-                 DEFAULT_CONFIG),
+        Workload("itp-next", ITP_NEXT, None, ITP_CLUSTER),
+        Workload("default-next", DEFAULT_NEXT, None, DEFAULT_CONFIG),
     ]  # fmt: skip
 
 
-QUICK = ("pollux-1", "itp-r1", "default-r1")
+QUICK = ("pollux-1", "itp-next", "default-next")
 
 
 @dataclass(frozen=True)
