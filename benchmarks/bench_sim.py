@@ -1,7 +1,7 @@
 """The policies end to end on public traces, through the real engine: `make bench-sim`.
 
     python -m benchmarks.bench_sim                # every evaluation workload
-    python -m benchmarks.bench_sim --quick        # pollux-1, itp-r1 and default-r1
+    python -m benchmarks.bench_sim --quick        # pollux-1, itp-next and default-next
     python -m benchmarks.bench_sim --tuning       # also the workloads the default was tuned on
     python -m benchmarks.bench_sim --out DIR      # also each run's results.json and plots
 
@@ -12,14 +12,23 @@ Workloads (data in `benchmarks/data/`, origins and licences in its README):
 - `itp`: 160 consecutive ITP submissions (cluster08) on ElasticFlow's A100 profiles, 64 GPUs in
   8 nodes of 8, the same stall and interval.
 - `default`: the simulator's bundled default exactly as `make demo` runs it (15 s stall).
-- `itp-r1`, `default-r1`: the jobs of `itp` and `default` in an order and with gaps between
-  arrivals drawn from theirs with `random.Random(1)` (`resampled`): new workloads from the same
-  profiles and traces.
+- `itp-next`, `default-next`: later windows of the same ITP clusters (cluster08, cluster04), on the
+  same profiles and cluster settings as `itp` and `default`, sharing no job with them.
 
 The default's settings (its exponent and exploration rule) were chosen on `TUNING`; targets are
 checked on the others only (`EVALUATION`). Every policy runs with the same engine settings
 (`autoscaler.sim.settings`), every job declaring its work; then the policies that read the work
 left (`WORK_AWARE`) run again with no job declaring it, the others' runs standing for both.
+
+Then Pollux's workloads with goodput (`autoscaler.sim.goodput`: jobs progress by statistical
+efficiency from Pollux's validation traces, the batch co-adapted with the count, except for the
+paper's baselines `optimus` and `tiresias`, which keep each workload's batch), at loads 0.5, 1.0,
+1.5 and 2.0 (`--goodput` runs only these): `optimus`, `tiresias`, `pollux-style` and the default.
+Per load it prints `pollux-style / optimus` and `pollux-style / tiresias` (mean JCT over the
+workloads) beside the ratios of Pollux's artifact, a target within 0.10 of them; on the evaluation
+workloads (all but workloads 1-4 at load 1.0, on which the default was tuned) the default's mean
+JCT must be at most 0.90x pollux-style's and its p95 no worse. On every workload the LP bound
+must be at most every policy's mean JCT.
 
 Then the default runs once more with every job preemptible (`elastic-autoscaler.io/preemptible:
 "true"`, the simulator's `preemptible`): queueing on, the policy may hold jobs back.
@@ -32,10 +41,9 @@ target prints NOT MET with its figure, and the exit status is 1.
 
 import argparse
 import dataclasses
-import itertools
 import json
+import math
 import os
-import random
 import sys
 import time
 from collections.abc import Sequence
@@ -43,8 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autoscaler.sim import Comparison, SimConfig, compare
-from autoscaler.sim.bundled import DEFAULT_CONFIG, bundled_workload
-from autoscaler.sim.inputs import read_profiles, read_workload
+from autoscaler.sim.bundled import DEFAULT_CONFIG
 from autoscaler.sim.lineup import DEFAULT_POLICIES
 from autoscaler.sim.progress import ProgressBar
 from autoscaler.sim.report import COLUMNS, aligned, bound_rows, rows
@@ -53,6 +60,8 @@ from autoscaler.sim.workload import WorkloadJob
 DATA = Path(__file__).parent / "data"
 POLLUX = DATA / "pollux"
 ITP = DATA / "itp" / "cluster08-160.csv"
+ITP_NEXT = DATA / "itp" / "cluster08-160-next.csv"
+DEFAULT_NEXT = DATA / "itp" / "cluster04-72-next.csv"
 POLLUX_CLUSTER = SimConfig(gpus=64, gpus_per_node=4, restart_seconds=30.0, interval_seconds=60.0)
 ITP_CLUSTER = SimConfig(gpus=64, gpus_per_node=8, restart_seconds=30.0, interval_seconds=60.0)
 OURS = "global-optimizer"
@@ -61,7 +70,6 @@ BLIND = " (no work declared)"
 QUEUED = " (preemptible jobs)"
 FIGURES = ("mean_jct", "p95_jct", "makespan", "gpu_utilization", "rescales", "mean_solve")
 TUNING = ("itp", "default", "pollux-2", "pollux-3")
-RESAMPLE_SEED = 1
 MEAN_VS_BEST_OTHER = 0.95
 MEAN_VS_LP_BOUND = 1.3
 P95_VS_BEST_OTHER = 1.1
@@ -73,19 +81,6 @@ class Workload:
     jobs: Path | tuple[WorkloadJob, ...] | None  # None: the bundled default
     profiles: Path | None
     config: SimConfig
-
-
-def resampled(jobs: Sequence[WorkloadJob], *, seed: int) -> tuple[WorkloadJob, ...]:
-    """The same jobs in a shuffled order, the gaps between arrivals shuffled apart from them."""
-    ordered = sorted(jobs, key=lambda job: job.submit_time)
-    gaps = [b.submit_time - a.submit_time for a, b in itertools.pairwise(ordered)]
-    draw = random.Random(seed)
-    draw.shuffle(ordered)
-    draw.shuffle(gaps)
-    times = [0.0, *itertools.accumulate(gaps)]
-    return tuple(
-        dataclasses.replace(job, submit_time=time) for job, time in zip(ordered, times, strict=True)
-    )
 
 
 def _figures(comparison: Comparison, policy: str) -> dict[str, float]:
@@ -109,18 +104,16 @@ def workloads() -> list[Workload]:
                  POLLUX_CLUSTER)
         for i in range(1, 9)
     ]  # fmt: skip
-    itp = read_workload(ITP, profiles=read_profiles(None))
     return [
         *pollux,
         Workload("itp", ITP, None, ITP_CLUSTER),
         Workload("default", None, None, DEFAULT_CONFIG),
-        Workload("itp-r1", resampled(itp, seed=RESAMPLE_SEED), None, ITP_CLUSTER),
-        Workload("default-r1", resampled(bundled_workload(), seed=RESAMPLE_SEED), None,
-                 DEFAULT_CONFIG),
+        Workload("itp-next", ITP_NEXT, None, ITP_CLUSTER),
+        Workload("default-next", DEFAULT_NEXT, None, DEFAULT_CONFIG),
     ]  # fmt: skip
 
 
-QUICK = ("pollux-1", "itp-r1", "default-r1")
+QUICK = ("pollux-1", "itp-next", "default-next")
 
 
 @dataclass(frozen=True)
@@ -196,6 +189,7 @@ def targets(measured: Measured) -> list[Check]:
         *_targets(measured, blind=False),
         *_targets(measured, blind=True),
         *_targets(measured, blind=False, queued=True),
+        *bound_checks(measured.declared),
     ]
 
 
@@ -275,6 +269,98 @@ def save(measured: Measured, folder: Path) -> None:
     write_plots(measured.declared, target)
 
 
+# Pollux's workloads with goodput: jobs progress by statistical efficiency
+# (`autoscaler.sim.goodput`), the paper's baselines at the workloads' batches.
+GOODPUT_POLICIES = ("optimus", "tiresias", "pollux-style", OURS)
+GOODPUT_LOADS = {"0.5": "workloads-0.5", "1.0": "workloads", "1.5": "workloads-1.5",
+                 "2.0": "workloads-2.0"}  # fmt: skip
+GOODPUT_TUNING = tuple((f"workload-{i}", "1.0") for i in range(1, 5))
+# Pollux's artifact, mean JCT over its 8 workloads: (Pollux / Optimus+Oracle, Pollux / Tiresias).
+PAPER_RATIOS = {"0.5": (0.64, 0.73), "1.0": (0.48, 0.68), "1.5": (0.51, 0.60), "2.0": (0.54, 0.53)}
+RATIO_TOLERANCE = 0.10
+GOODPUT_MEAN_VS_POLLUX = 0.90
+GOODPUT_P95_VS_POLLUX = 1.0
+
+
+def goodput_comparison(workload: str, load: str, *, workers: int) -> Comparison:
+    bar = ProgressBar(sys.stderr, title=f"goodput {workload} load {load}")
+    try:
+        return compare(
+            workload=POLLUX / GOODPUT_LOADS[load] / f"{workload}.csv",
+            profiles=POLLUX / "traces",
+            config=dataclasses.replace(POLLUX_CLUSTER, goodput=True),
+            policies=GOODPUT_POLICIES,
+            progress=bar,
+            workers=workers,
+        )
+    finally:
+        bar.close()
+
+
+def bound_checks(comparison: Comparison) -> list[Check]:
+    """The LP bound is a lower bound: at most every policy's mean JCT."""
+    bound = comparison.lp_bound.mean_jct or float("nan")
+    return [
+        Check("LP bound <= every policy's mean JCT", policy,
+              bound / (run.result.mean_jct or float("nan")), 1.0)
+        for policy, run in comparison.runs.items()
+    ]  # fmt: skip
+
+
+def goodput_report(
+    workloads_chosen: Sequence[str], loads: Sequence[str], *, workers: int
+) -> list[Check]:
+    """Each workload and load's table, then per load the paper's ratios, and the targets."""
+    checks: list[Check] = []
+    means: dict[str, dict[str, list[float]]] = {}
+    for load in loads:
+        for workload in workloads_chosen:
+            comparison = goodput_comparison(workload, load, workers=workers)
+            tuned = (workload, load) in GOODPUT_TUNING
+            note = " (tuning workload: no targets)" if tuned else ""
+            print(f"\n== goodput {workload} at load {load}: {_describe(comparison)}{note}\n")
+            print(aligned([COLUMNS, *rows(comparison)[: len(comparison.runs)],
+                           *bound_rows(comparison)]))  # fmt: skip
+            print()
+            found = bound_checks(comparison)
+            for policy, run in comparison.runs.items():
+                means.setdefault(load, {}).setdefault(policy, []).append(
+                    run.result.mean_jct or float("nan")
+                )
+            if not tuned:
+                ours, pollux = comparison.runs[OURS].result, comparison.runs["pollux-style"].result
+                found += [
+                    Check(f"goodput: mean JCT <= {GOODPUT_MEAN_VS_POLLUX}x pollux-style's",
+                          f"{workload} load {load}",
+                          (ours.mean_jct or math.nan) / (pollux.mean_jct or math.nan),
+                          GOODPUT_MEAN_VS_POLLUX),
+                    Check("goodput: p95 JCT no worse than pollux-style's",
+                          f"{workload} load {load}",
+                          (ours.p95_jct or math.nan) / (pollux.p95_jct or math.nan),
+                          GOODPUT_P95_VS_POLLUX),
+                ]  # fmt: skip
+            for check in found:
+                verdict = "met" if check.met else "NOT MET"
+                print(f"target: {check.kind} ({check.detail}): {check.ratio:.3f} -> {verdict}")
+            checks += found
+    print("\n== goodput: mean JCT over the workloads, against Pollux's artifact")
+    print(f"tuning (no targets): {', '.join(f'{w} at {lo}' for w, lo in GOODPUT_TUNING)}")
+    for load, by_policy in means.items():
+        mean = {policy: sum(v) / len(v) for policy, v in by_policy.items()}
+        figures = ", ".join(f"{policy} {value:,.0f} s" for policy, value in mean.items())
+        print(f"load {load} ({len(next(iter(by_policy.values())))} workloads): {figures}")
+        for baseline, paper in zip(("optimus", "tiresias"), PAPER_RATIOS[load], strict=True):
+            ratio = mean["pollux-style"] / mean[baseline]
+            check = Check(f"goodput: pollux-style / {baseline} within {RATIO_TOLERANCE} of the"
+                          f" paper's {paper:.2f}", f"load {load}, reproduced {ratio:.2f}",
+                          abs(ratio - paper), RATIO_TOLERANCE)  # fmt: skip
+            verdict = "met" if check.met else "NOT MET"
+            print(f"  pollux-style / {baseline}: {ratio:.2f} (paper {paper:.2f}) -> {verdict}")
+            checks.append(check)
+        print(f"  {OURS} / pollux-style: {mean[OURS] / mean['pollux-style']:.2f}")
+    return checks
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help=", ".join(QUICK))
@@ -282,22 +368,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write each run's results.json and plots here")
     parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--only", help="comma-separated workload names, e.g. itp,pollux-2")
+    parser.add_argument(
+        "--goodput", action="store_true", help="only Pollux's workloads with goodput"
+    )
+    parser.add_argument("--goodput-workloads", default=",".join(f"workload-{i}" for i in
+                        range(1, 9)), help="with goodput: e.g. workload-1,workload-5")  # fmt: skip
+    parser.add_argument("--goodput-loads", default=",".join(GOODPUT_LOADS),
+                        help="with goodput: e.g. 1.0,2.0")  # fmt: skip
     args = parser.parse_args(argv)
     started = time.perf_counter()
     checks, results = {}, {}
-    chosen = [w for w in workloads() if _chosen(w.name, args)]
+    chosen = [] if args.goodput else [w for w in workloads() if _chosen(w.name, args)]
     for workload in chosen:
         measured = measure(workload, workers=args.parallel)
         checks[workload.name] = report(measured)
         results[workload.name] = as_json(measured, checks[workload.name])
         if args.out is not None:
             save(measured, args.out)
-    summary(checks)
-    print(
-        "\nFor reference (not comparable: Pollux also adapts batch sizes, which no policy here"
-        " does), Pollux's artifact on its 8 workloads: Pollux 2,751 s, Optimus+Oracle 5,682 s,"
-        " Tiresias 4,038 s mean JCT."
-    )
+    if chosen:
+        summary(checks)
+    if args.goodput or not (args.only or args.quick):
+        goodput_checks = goodput_report(
+            args.goodput_workloads.split(","), args.goodput_loads.split(","),
+            workers=args.parallel,
+        )  # fmt: skip
+        checks["goodput"] = goodput_checks
+        results["goodput"] = {"targets": [dataclasses.asdict(c) | {"met": c.met}
+                                          for c in goodput_checks]}  # fmt: skip
     if args.out is not None:
         (args.out / "summary.json").write_text(json.dumps(results, indent=2) + "\n")
     print(f"\n{time.perf_counter() - started:.0f} s")

@@ -18,7 +18,7 @@ from autoscaler.sim.bundled import DEFAULT_CONFIG
 from autoscaler.sim.comparison import Comparison, compare
 from autoscaler.sim.errors import SimInputError
 from autoscaler.sim.inputs import read_inputs
-from autoscaler.sim.lineup import DEFAULT_POLICIES
+from autoscaler.sim.lineup import DEFAULT_POLICIES, PolicyChoice
 from autoscaler.sim.progress import ProgressBar
 from autoscaler.sim.simulation import SimConfig
 
@@ -70,6 +70,14 @@ def add_simulate_command(commands: Any) -> None:
         " workload, the first policy is also run with all of them, to show the effect",
     )
     simulate.add_argument(
+        "--goodput",
+        action="store_true",
+        help="with a Pollux workload and its traces: jobs progress by statistical efficiency and"
+        " co-adapt their batch with their count (optimus and tiresias keep the workload's"
+        " batch, as Pollux's paper ran them); the default policy also runs with every job at"
+        " the workload's batch, to show the effect",
+    )
+    simulate.add_argument(
         "--queueing",
         action="store_true",
         help="also run the default policy with every job preemptible (the engine may hold jobs"
@@ -89,6 +97,12 @@ def add_simulate_command(commands: Any) -> None:
         help="policies simulated at once, in processes (default: the CPU count)",
     )
     simulate.set_defaults(command=run_simulate)
+
+
+# The effect of co-adapting the batch: the default policy with every job at the workload's batch.
+FIXED_BATCH_DEFAULT = PolicyChoice(
+    f"{DEFAULT_POLICY} (fixed batch)", DEFAULT_POLICY, adapts_batch=False
+)
 
 
 def _positive(text: str) -> int:
@@ -129,13 +143,19 @@ def run_simulate(args: argparse.Namespace) -> int:
             noise=args.noise,
             declared_work=args.declared_work == "all",
             torchft=args.torchft == "all",
+            goodput=args.goodput,
         )
+        policies: list[str | PolicyChoice] = [
+            name.strip() for name in args.policies.split(",") if name.strip()
+        ]
+        if args.goodput:
+            policies.append(FIXED_BATCH_DEFAULT)
         bar = ProgressBar(sys.stderr)
         try:
             comparison = compare(
                 workload=jobs,
                 profiles=profiles,
-                policies=[name.strip() for name in args.policies.split(",") if name.strip()],
+                policies=policies,
                 config=config,
                 progress=bar,
                 workers=args.parallel,

@@ -24,6 +24,7 @@ from autoscaler.policies.registry import DEFAULT_POLICY
 from autoscaler.sim import report
 from autoscaler.sim.bounds import LowerBound, workload_bound
 from autoscaler.sim.bundled import DEFAULT_CONFIG
+from autoscaler.sim.goodput import GoodputWorkload, goodput_workload
 from autoscaler.sim.inputs import read_profiles, read_workload
 from autoscaler.sim.lineup import DEFAULT_POLICIES, PolicyChoice, built, lineup, model_of
 from autoscaler.sim.lp_bound import LpBound, lp_bound
@@ -99,11 +100,15 @@ def run_policy(
     profiles: Mapping[str, Profile],
     config: SimConfig,
     progress: Callable[[int], None] | None = None,
+    goodput: GoodputWorkload | None = None,
 ) -> PolicyRun:
-    """Simulate the workload with the engine deciding by `choice`; `progress(jobs done)`."""
+    """Simulate the workload with the engine deciding by `choice`; `progress(jobs done)`;
+    `goodput`: the workload's jobs progress by goodput (`workload` and `profiles` are its own)."""
     policy = built(choice)
     reporting = reporting_of(policy)
-    sim = Simulation(workload=workload, profiles=profiles, config=config)
+    models = None if goodput is None else goodput.progress_models(adapting=choice.adapts_batch)
+    config = replace(config, preemptible=True) if choice.holds_back else config
+    sim = Simulation(workload=workload, profiles=profiles, config=config, goodput=models)
     engine = Engine(
         cluster=sim.cluster,
         throughput=sim.throughput,
@@ -169,10 +174,19 @@ def compare(
     else:
         jobs = tuple(workload)
     settings = config or DEFAULT_CONFIG
+    goodput = goodput_workload(jobs, loaded) if settings.goodput else None
+    if goodput is not None:
+        jobs, loaded = goodput.jobs, dict(goodput.profiles)
     choices = lineup(policies)
     runner = _in_processes if workers > 1 and len(choices) > 1 else _in_turn
     runs = runner(
-        choices, workload=jobs, profiles=loaded, config=settings, progress=progress, workers=workers
+        choices,
+        workload=jobs,
+        profiles=loaded,
+        config=settings,
+        progress=progress,
+        workers=workers,
+        goodput=goodput,
     )
     first = runs[choices[0].name].result
     rejected = {job.name for job in first.jobs if job.status == "rejected"}
@@ -182,7 +196,7 @@ def compare(
     if torchft_effect and not settings.torchft:
         every = replace(settings, torchft=True)
         default = next((c for c in choices if c.name == DEFAULT_POLICY), choices[0])
-        torchft = run_policy(default, workload=jobs, profiles=loaded, config=every)
+        torchft = run_policy(default, workload=jobs, profiles=loaded, config=every, goodput=goodput)
     return Comparison(
         runs=runs,
         lower_bound=bound,
@@ -201,6 +215,7 @@ def _in_turn(
     config: SimConfig,
     progress: Progress | None,
     workers: int,
+    goodput: GoodputWorkload | None,
 ) -> dict[str, PolicyRun]:
     runs: dict[str, PolicyRun] = {}
     total = len(choices) * len(workload)
@@ -213,7 +228,12 @@ def _in_turn(
                 progress(offset + done, total, label)
 
         runs[choice.name] = run_policy(
-            choice, workload=workload, profiles=profiles, config=config, progress=report
+            choice,
+            workload=workload,
+            profiles=profiles,
+            config=config,
+            progress=report,
+            goodput=goodput,
         )
     return runs
 
@@ -226,18 +246,26 @@ def _start_worker(link: "Queue[tuple[int, int]]") -> None:
     _progress_queue = link
 
 
-def _run_in_worker(
+def _run_in_worker(  # noqa: PLR0917 (a pool task: positional arguments only)
     index: int,
     choice: PolicyChoice,
     workload: Sequence[WorkloadJob],
     profiles: Mapping[str, Profile],
     config: SimConfig,
+    goodput: GoodputWorkload | None,
 ) -> PolicyRun:
     def report(done: int) -> None:
         if _progress_queue is not None:
             _progress_queue.put((index, done))
 
-    return run_policy(choice, workload=workload, profiles=profiles, config=config, progress=report)
+    return run_policy(
+        choice,
+        workload=workload,
+        profiles=profiles,
+        config=config,
+        progress=report,
+        goodput=goodput,
+    )
 
 
 def _in_processes(
@@ -248,6 +276,7 @@ def _in_processes(
     config: SimConfig,
     progress: Progress | None,
     workers: int,
+    goodput: GoodputWorkload | None,
 ) -> dict[str, PolicyRun]:
     """The runs in `workers` processes (forked where the platform can: no re-import)."""
     methods = multiprocessing.get_all_start_methods()
@@ -262,7 +291,7 @@ def _in_processes(
         initargs=(link,),
     ) as pool:
         futures: list[Future[PolicyRun]] = [
-            pool.submit(_run_in_worker, index, choice, workload, profiles, config)
+            pool.submit(_run_in_worker, index, choice, workload, profiles, config, goodput)
             for index, choice in enumerate(choices)
         ]
         while True:

@@ -2,6 +2,8 @@
 
 A named configuration is an installed plug-in with a fixed config, not a plug-in of its own:
 
+- `optimus`, `tiresias`: with goodput (`SimConfig.goodput`) their jobs keep the workload's batch,
+  as Pollux's paper ran these baselines; `tiresias` runs with every job preemptible (it queues).
 - `pollux-style`: `speedup-optimizer` with the objective Pollux schedules by, the power mean of the
   jobs' speedups with p = -1 (the fitness function of Qiao et al., "Pollux", OSDI'21).
 """
@@ -22,9 +24,15 @@ class PolicyChoice:
     name: str
     plugin: str
     config: Mapping[str, Any] = field(default_factory=dict)
+    # With goodput, whether its jobs co-adapt their batch (else each keeps the workload's batch,
+    # as Pollux's paper ran its baselines).
+    adapts_batch: bool = True
+    holds_back: bool = False  # it runs with every job preemptible (it queues jobs, as Tiresias)
 
 
 NAMED = {
+    "optimus": PolicyChoice("optimus", "optimus", adapts_batch=False),
+    "tiresias": PolicyChoice("tiresias", "tiresias", adapts_batch=False, holds_back=True),
     "pollux-style": PolicyChoice(
         "pollux-style", "speedup-optimizer", {"objective": {"kind": "power-mean", "exponent": -1.0}}
     ),

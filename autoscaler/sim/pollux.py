@@ -107,7 +107,7 @@ def packed_key(gpus: int) -> str:
     return "".join(map(str, rotation))
 
 
-def _step_times(curve: Curve, local: float) -> tuple[float, float]:
+def step_times(curve: Curve, local: float) -> tuple[float, float]:
     for (lo, lo_step, lo_sync), (hi, hi_step, hi_sync) in itertools.pairwise(curve):
         if lo <= local <= hi:
             share = (local - lo) / (hi - lo)
@@ -127,7 +127,7 @@ def iterations_per_second(
     atomic = math.ceil(local / (extra + 1) - 1e-8)
     if atomic < smallest:
         return 0.0
-    step, sync = _step_times(curve, atomic)
+    step, sync = step_times(curve, atomic)
     return 1.0 / (step + extra * (step - sync))
 
 

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from autoscaler.fault_tolerance import RESIZE_PAUSE_SECONDS
 from autoscaler.sim.cluster import SimCluster, SimThroughput
 from autoscaler.sim.errors import SimInputError
+from autoscaler.sim.goodput import GoodputJob
 from autoscaler.sim.profiles import Profile
 from autoscaler.sim.results import JobResult, RunResult, Sample, lower_bound
 from autoscaler.sim.state import EPSILON, Phase, SimJob, SimState, rate_table
@@ -44,6 +45,8 @@ class SimConfig:
     torchft: bool = False  # every job in torchft mode (else those the workload marks)
     torchft_pause_seconds: float = RESIZE_PAUSE_SECONDS  # a torchft job's stall per resize
     preemptible: bool = False  # every job lets the engine hold it back (queueing on)
+    # A Pollux workload progresses by statistical efficiency (`autoscaler.sim.goodput`).
+    goodput: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -66,8 +69,11 @@ class Simulation:
         workload: Sequence[WorkloadJob],
         profiles: Mapping[str, Profile],
         config: SimConfig | None = None,
+        goodput: Mapping[str, GoodputJob] | None = None,
     ) -> None:
+        """`goodput`: how each job of a goodput workload progresses, by job name."""
         self.config = config or SimConfig()
+        self.goodput = dict(goodput or {})
         self.profiles = dict(profiles)
         jobs = []
         for given in sorted(workload, key=lambda job: job.submit_time):
@@ -108,6 +114,7 @@ class Simulation:
         state, interval = self.state, self.config.interval_seconds
         next_round = 0
         while True:
+            self._refresh()
             self._settle()
             live = bool(state.live())
             if live:
@@ -126,6 +133,13 @@ class Simulation:
                 break
             state.advance(max(state.now, min(times)))
         return self._result()
+
+    def _refresh(self) -> None:
+        """A goodput job's rates follow its epoch (its gradient noise grows as it trains)."""
+        for job in self.state.jobs:
+            model = self.goodput.get(job.spec.name)
+            if model is not None and job.phase is not Phase.FINISHED:
+                job.rates = model.rates(job.done, job.spec.max_replicas)
 
     def _round(self, decide_round: DecideRound) -> None:
         self.rounds += 1

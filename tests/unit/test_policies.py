@@ -35,6 +35,7 @@ BUILT_INS = {
     "afs-l",
     "afs-p",
     "hesrpt",
+    "tiresias",
 }
 
 

@@ -230,3 +230,35 @@ def test_queueing_adds_the_default_with_preemptible_jobs_as_rows_of_its_own(
     data = json.loads(out)
     assert list(data["policies"]) == ["static"]
     assert list(data["preemptible_jobs"]["policies"]) == ["global-optimizer"]
+
+
+POLLUX_TRACES = Path(__file__).parents[2] / "benchmarks" / "data" / "pollux" / "traces"
+
+
+def test_goodput_runs_a_pollux_workload_and_shows_the_fixed_batch_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload = tmp_path / "pollux.csv"
+    workload.write_text(
+        "name,time,application,num_replicas,batch_size\ncifar10-0,0,cifar10,4,2048\ncifar10-1,60,cifar10,2,512\n"
+    )
+    code, out, _ = simulate(
+        capsys, "--workload", workload, "--profiles", POLLUX_TRACES, "--goodput",
+        "--policies", "global-optimizer", "--gpus-per-node", "4", "--parallel", "1", "-o", "json",
+    )  # fmt: skip
+    assert code == 0
+    runs = json.loads(out)["policies"]
+    assert set(runs) == {"global-optimizer", "global-optimizer (fixed batch)"}
+    adaptive, fixed = (runs[name]["mean_jct_seconds"] for name in sorted(runs))
+    assert adaptive < fixed  # co-adapting the batch finishes the same work sooner
+
+
+def test_goodput_on_a_workload_without_pollux_traces_exits_2(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload, profiles = files
+    code, _, err = simulate(
+        capsys, "--workload", workload, "--profiles", profiles, "--goodput", "--parallel", "1"
+    )
+    assert code == 2
+    assert "goodput needs Pollux traces" in err

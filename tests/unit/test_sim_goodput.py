@@ -1,0 +1,92 @@
+"""Goodput in the simulator (`autoscaler.sim.goodput`), on Pollux's cifar10 traces as bundled with
+the benchmark: values checked by hand against the CSV rows."""
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+
+from autoscaler.sim import SimConfig, compare
+from autoscaler.sim.errors import SimInputError
+from autoscaler.sim.goodput import goodput_workload, load_application
+from autoscaler.sim.lineup import PolicyChoice
+from autoscaler.sim.pollux import load_pollux_profiles
+from autoscaler.sim.workload import WorkloadJob
+
+TRACES = Path(__file__).parents[2] / "benchmarks" / "data" / "pollux" / "traces"
+CIFAR = load_application(TRACES / "cifar10")
+
+
+def test_the_base_batch_and_the_work_come_from_the_smallest_validated_batch() -> None:
+    assert CIFAR.base_batch == 128
+    assert CIFAR.work == 39063.0  # progress at the end of epoch 100 in validation-128.csv
+    assert CIFAR.epoch(0.0) == 0
+    assert CIFAR.epoch(391.0) == 1  # the first epoch ends at progress 391
+    assert CIFAR.epoch(CIFAR.work) == 99  # the last epoch, never past it
+
+
+def test_gradient_statistics_are_interpolated_between_validated_batches() -> None:
+    sqr_128, var_128 = 8.947307535897329, 5.066593295150894  # epoch 1 of validation-128.csv
+    sqr_256, var_256 = 17.379458169870425, 13.937760473946334  # ... of validation-256.csv
+    sqr, var = CIFAR.gradient(192, 0)
+    assert sqr == pytest.approx((sqr_128 + sqr_256) / 2)
+    assert var == pytest.approx((var_128 + var_256) / 2)
+    assert CIFAR.noise(128, 0).phi == pytest.approx(128 * var_128 / sqr_128)
+
+
+def test_a_step_at_the_base_batch_makes_one_iteration_of_progress() -> None:
+    assert CIFAR.gain(128, 0) == pytest.approx(1.0)
+    sqr, var = CIFAR.gradient(512, 10)
+    assert CIFAR.gain(512, 10) == pytest.approx((var + sqr) / (var / 4 + sqr))
+
+
+def test_fixed_rate_uses_the_measured_step_time() -> None:
+    # placements.csv, placement 1: local 91 -> 0.07591 s, 129 -> 0.10385 s; 128 is interpolated.
+    step = 0.07591350078582763 + (0.10385050773620605 - 0.07591350078582763) * 37 / 38
+    assert CIFAR.fixed_rate(128, 1, 0) == pytest.approx(1 / step)
+
+
+def test_adapting_beats_the_fixed_base_batch_once_noise_has_grown() -> None:
+    late = CIFAR.epoch(CIFAR.work)
+    assert CIFAR.adaptive_rate(16, late) > CIFAR.fixed_rate(128, 16, late)
+
+
+def _jobs() -> tuple[WorkloadJob, ...]:
+    return (
+        WorkloadJob("cifar10-a", 0.0, "cifar10", 2048, 1, 1, 16, 4, gpus_per_replica=1),
+        WorkloadJob("cifar10-b", 60.0, "cifar10", 512, 1, 1, 16, 2, gpus_per_replica=1),
+    )
+
+
+def test_a_goodput_workload_is_in_iterations_at_the_base_batch() -> None:
+    profiles = load_pollux_profiles(TRACES)
+    converted = goodput_workload(_jobs(), profiles)
+    assert [job.batch_size for job in converted.jobs] == [128, 128]
+    assert [job.iterations for job in converted.jobs] == [39063, 39063]
+    assert converted.batches == {"cifar10-a": 2048, "cifar10-b": 512}
+    best = converted.profiles["cifar10"]
+    # The bound's profile is at least every epoch's rate, so its bounds stay lower bounds.
+    for epoch in (0, 50, 99):
+        assert best.throughput(128, 8, 1) >= CIFAR.adaptive_rate(8, epoch) - 1e-9
+        assert best.throughput(128, 8, 1) >= CIFAR.fixed_rate(2048, 8, epoch) - 1e-9
+
+
+def test_a_simulated_run_finishes_every_job_above_the_lp_bound() -> None:
+    config = SimConfig(gpus=16, gpus_per_node=4, restart_seconds=30.0, goodput=True)
+    comparison = compare(
+        workload=_jobs(),
+        profiles=load_pollux_profiles(TRACES),
+        config=config,
+        policies=["static", PolicyChoice("static-fixed", "static", adapts_batch=False)],
+    )
+    for run in comparison.runs.values():
+        assert all(job.status == "finished" for job in run.result.jobs)
+        assert (run.result.mean_jct or math.inf) >= (comparison.lp_bound.mean_jct or 0.0)
+    adaptive, fixed = (comparison.runs[n].result.mean_jct for n in ("static", "static-fixed"))
+    assert adaptive != fixed
+
+
+def test_goodput_needs_pollux_traces() -> None:
+    with pytest.raises(SimInputError, match="Pollux traces"):
+        compare(config=dataclasses.replace(SimConfig(), goodput=True), policies=["static"])
