@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -70,11 +70,17 @@ def over_at(
     newcomers: set[str],
     world: int,
     after: float,
+    added_at: Mapping[str, float] | None = None,
 ) -> float | None:
-    """When a resize caused at `after` was over: every newcomer had committed as a participant,
+    """When a resize caused at `after` was over: every newcomer had committed as a participant
+    (from when it was added, `added_at`, where later: a killed pod's old process never counts),
     then every survivor had committed with `world` participants (None: not yet). The newcomers
     come first so that a survivor's step in flight at the cause, at the old world, never ends it."""
-    joined = [_first_commit(events, host, since=after) for host in newcomers]
+    since_added = added_at or {}
+    joined = [
+        _first_commit(events, host, since=max(after, since_added.get(host, after)))
+        for host in newcomers
+    ]
     if None in joined:
         return None
     since = max([after, *joined])  # type: ignore[list-item]
@@ -110,10 +116,19 @@ def restarted(
 
 
 def newcomers_first_commit(
-    events: Sequence[Event], *, newcomers: set[str], after: float
+    events: Sequence[Event],
+    *,
+    newcomers: set[str],
+    after: float,
+    added_at: Mapping[str, float] | None = None,
 ) -> float | None:
-    """Seconds from `after` until every newcomer (host) had a participating commit."""
-    firsts = [_first_commit(events, host, since=after) for host in newcomers]
+    """Seconds from `after` until every newcomer (host) had a participating commit (from when it
+    was added, `added_at`, where later)."""
+    since_added = added_at or {}
+    firsts = [
+        _first_commit(events, host, since=max(after, since_added.get(host, after)))
+        for host in newcomers
+    ]
     if not firsts or None in firsts:
         return None
     return round(max(firsts) - after, 2)  # type: ignore[type-var]
@@ -138,23 +153,95 @@ def measure(
     world: int,
     end: float,
     newcomers: set[str] | None = None,
+    added_at: Mapping[str, float] | None = None,
     target_seconds: float | None = None,
 ) -> Resize:
     """One resize or fault caused at `after`, measured until it was over (every newcomer in,
     every survivor committing at `world`), or until `end` when it never was."""
     joining = newcomers or set()
-    over = over_at(events, survivors=survivors, newcomers=joining, world=world, after=after)
+    over = over_at(
+        events,
+        survivors=survivors,
+        newcomers=joining,
+        world=world,
+        after=after,
+        added_at=added_at,
+    )
     until = end if over is None else over
     return Resize(
         job=job,
         cause=cause,
         pause_seconds=pause(events, survivors=survivors, after=after, until=until),
         survivor_restarts=len(restarted(events, survivors=survivors, after=after, until=until)),
-        newcomer_seconds=newcomers_first_commit(events, newcomers=joining, after=after)
+        newcomer_seconds=newcomers_first_commit(
+            events, newcomers=joining, after=after, added_at=added_at
+        )
         if joining
         else None,
         target_seconds=target_seconds,
     )
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One change to a job's world: a `/scale` write, a kill."""
+
+    at: float
+    label: str
+    world: int  # groups once it is over
+    before: frozenset[str]  # hosts in the world before it
+    removed: frozenset[str] = frozenset()  # hosts it takes out (deleted, killed)
+    added: frozenset[str] = frozenset()  # hosts it brings (back) in
+
+
+def _members(events: Sequence[Event], causes: Sequence[Cause]) -> tuple[set[str], dict[str, float]]:
+    """(survivors, newcomers with when each was added) of causes taken as one: the hosts in the
+    world before the first that none of them took out, and the hosts they brought in that stayed."""
+    survivors = set(causes[0].before) & hosts_committing(events, before=causes[0].at)
+    newcomers: dict[str, float] = {}
+    for cause in causes:
+        survivors -= cause.removed
+        newcomers = {h: t for h, t in newcomers.items() if h not in cause.removed}
+        newcomers |= dict.fromkeys(cause.added, cause.at)
+    return survivors, newcomers
+
+
+def measure_causes(
+    events: Sequence[Event], *, job: str, causes: Sequence[Cause], end: float
+) -> list[Resize]:
+    """Every cause measured until it was over; a cause the next one overtook before it was over
+    joins it, measured from its own time until the last is over: its pause is the survivors',
+    those in the world throughout, never cut short by the next cause."""
+    ordered, measured, first = sorted(causes, key=lambda c: c.at), [], 0
+    for last in range(len(ordered)):
+        joined = ordered[first : last + 1]
+        survivors, newcomers = _members(events, joined)
+        if last + 1 < len(ordered):
+            over = over_at(
+                events,
+                survivors=survivors,
+                newcomers=set(newcomers),
+                world=joined[-1].world,
+                after=joined[0].at,
+                added_at=newcomers,
+            )
+            if over is None or over > ordered[last + 1].at:
+                continue
+        measured.append(
+            measure(
+                events,
+                job=job,
+                cause=", then ".join(c.label for c in joined),
+                after=joined[0].at,
+                survivors=survivors,
+                world=joined[-1].world,
+                end=end,
+                newcomers=set(newcomers),
+                added_at=newcomers,
+            )
+        )
+        first = last + 1
+    return measured
 
 
 def lost_steps(events: Sequence[Event]) -> list[int]:

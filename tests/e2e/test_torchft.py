@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Sequence
 
 import pytest
 
@@ -68,37 +69,38 @@ def record(
     return measured
 
 
-def record_engine_resizes(scenario: Scenario, job: FaultTolerantJob) -> list[m.Resize]:
-    """Each change of the job's count after its first, from its write until it was over: the
-    survivors are the pods below both counts, the newcomers those it added. A change the next
-    write overtook before it was over joins it, from its own write to the last count."""
-    measured, history, events = [], job.replica_history, job.events()
-    burst = 1  # the first write of the change being measured
-    for i in range(1, len(history)):
-        at, before, after = history[burst][0], history[burst - 1][1], history[i][1]
-        survivors = {pod_name(job, n) for n in range(min(before, after))}
-        survivors &= m.hosts_committing(events, before=at)
-        newcomers = {pod_name(job, n) for n in range(before, after)}
-        if i + 1 < len(history):
-            over = m.over_at(
-                events, survivors=survivors, newcomers=newcomers, world=after, after=at
-            )
-            if over is None or over > history[i + 1][0]:
-                continue
-        kind = "scale-up" if after > before else "scale-down"
-        cause = f"{kind} {before}->{after} by the engine"
-        measured.append(
-            record(
-                scenario,
-                job,
-                cause=cause,
-                at=at,
-                survivors=survivors,
-                world=after,
-                newcomers=newcomers,
-            )
+def record_causes(
+    scenario: Scenario, job: FaultTolerantJob, *, kills: Sequence[tuple[float, str]] = ()
+) -> list[m.Resize]:
+    """Every change of the job's count after its first and every kill (time, pod), each from
+    its cause until it was over (a change overtaken before it was over joins the next); keep
+    them, hold them to the targets."""
+    history, pods = (
+        job.replica_history,
+        lambda n, k: frozenset(pod_name(job, i) for i in range(n, k)),
+    )
+    causes = [
+        m.Cause(
+            at=at,
+            label=f"{'scale-up' if after > before else 'scale-down'} {before}->{after} by the engine",
+            world=after,
+            before=pods(0, before),
+            removed=pods(after, before),
+            added=pods(before, after),
         )
-        burst = i + 1
+        for (_, before), (at, after) in itertools.pairwise(history)
+    ]
+    for at, victim in kills:
+        count = [n for t, n in history if t <= at][-1]
+        label = f"kill {victim.removeprefix(f'{job.name}-')}"
+        causes.append(
+            m.Cause(at, label, count, pods(0, count), frozenset({victim}), frozenset({victim}))
+        )
+    measured = m.measure_causes(job.events(), job=job.name, causes=causes, end=time.time())
+    scenario.ft_resizes.extend(measured)
+    for resize in measured:
+        assert resize.survivor_restarts == 0, resize
+        assert resize.pause_seconds <= MAX_PAUSE, resize
     return measured
 
 
@@ -179,19 +181,10 @@ def test_the_engine_resizes_a_torchft_job_and_no_survivor_ever_restarts(
         )
         counts = [count for _, count in first.replica_history]
         assert max(b - a for a, b in itertools.pairwise(counts)) > 1, counts
+        kills = []
         for victim in (pod_name(first, 0), pod_name(first, 2)):
-            killed = kill(scenario, agent, victim)
-            wait_groups(first, 4, after=killed + 1.0)
-            others = {pod_name(first, i) for i in range(4)} - {victim}
-            record(
-                scenario,
-                first,
-                cause=f"kill {victim.removeprefix('ft-first-')}",
-                at=killed,
-                survivors=others,
-                world=4,
-                newcomers={victim},
-            )
+            kills.append((kill(scenario, agent, victim), victim))
+            wait_groups(first, 4, after=kills[-1][0] + 1.0)
         assert restart_counts(first) == {
             **{pod_name(first, i): int(i in (0, 2)) for i in range(4)},
             ft.lighthouse_name(first.name): 0,
@@ -211,9 +204,9 @@ def test_the_engine_resizes_a_torchft_job_and_no_survivor_ever_restarts(
     assert_no_survivor_restarted(second, second_seen)
     for job in (first, second):
         job.stop_watching()
-    resizes = record_engine_resizes(scenario, first)
-    assert len(resizes) >= 3, first.replica_history
-    record_engine_resizes(scenario, second)
+    assert len(first.replica_history) >= 4, first.replica_history
+    record_causes(scenario, first, kills=kills)
+    record_causes(scenario, second)
     for job in (first, second):
         assert_trained_exactly_once(scenario, job)
     assert (first.conditions().get("Failed"), second.conditions().get("Failed")) == (None, None)

@@ -230,3 +230,67 @@ def test_the_torchft_targets_are_held_and_a_miss_is_named() -> None:
         "the torchft lighthouse loss was not measured",
         "the torchft lost node was not measured",
     ]
+
+
+def test_a_cause_overtaken_before_it_was_over_joins_the_next() -> None:
+    """As in a run: `w0` killed at 10 is back at 14 (healing, then at 2 groups of the 2 its
+    world shrank to); the engine shrank 4 -> 2 at 12, before the kill was over (`w2`, `w3`
+    stopped), and grew back at 20 (new processes of `w2`, `w3`, at 4 groups from 24). The kill
+    and the scale-down are one resize, over at 14.2; `w2` and `w3` are never counted as restarted
+    survivors, and `w1`'s pause is its own longest gap."""
+    hosts = ("w0", "w1", "w2", "w3")
+    run = [
+        *(commit(h, 9.0 + i / 10, 90 + i, participants=4) for i in range(10) for h in hosts),
+        *(commit(h, 10.5 + i / 10, 100 + i, participants=3) for i in range(15) for h in hosts[1:]),
+        start("w0", 11.0, process="w0b"),
+        commit("w0", 14.0, 115, process="w0b", healing=True),
+        *(commit(h, 14.2 + i / 10, 116 + i, participants=2) for i in range(98) for h in ("w1",)),
+        *(commit("w0", 14.2 + i / 10, 116 + i, process="w0b", participants=2) for i in range(98)),
+        start("w2", 21.0, process="w2b"),
+        start("w3", 21.0, process="w3b"),
+        *(
+            commit(h, 24.0 + i / 10, 200 + i, process=p, participants=4)
+            for i in range(5)
+            for h, p in (("w0", "w0b"), ("w1", "w1"), ("w2", "w2b"), ("w3", "w3b"))
+        ),
+    ]
+    every = frozenset(hosts)
+    causes = [
+        m.Cause(10.0, "kill w0", 4, every, frozenset({"w0"}), frozenset({"w0"})),
+        m.Cause(12.0, "scale-down 4->2", 2, every, frozenset({"w2", "w3"})),
+        m.Cause(20.0, "scale-up 2->4", 4, frozenset({"w0", "w1"}), added=frozenset({"w2", "w3"})),
+    ]
+    joined, grown = m.measure_causes(run, job="j", causes=causes, end=99.0)
+    assert joined.cause == "kill w0, then scale-down 4->2"
+    assert (joined.survivor_restarts, joined.newcomer_seconds) == (0, 4.2)
+    assert joined.pause_seconds == 2.3  # w1: its last at 3 groups (11.9) -> its first at 2
+    assert grown.cause == "scale-up 2->4"
+    assert (grown.survivor_restarts, grown.newcomer_seconds, grown.pause_seconds) == (0, 4.0, 0.1)
+    separate = m.measure_causes(run, job="j", causes=causes[:1], end=99.0)
+    assert separate[0].survivor_restarts == 2  # alone, the kill counts w2's and w3's new processes
+
+
+def test_a_killed_pod_counts_as_back_only_from_its_new_process() -> None:
+    """2 -> 4 at 5.0 (`w2`, `w3` never get in), `w0` killed at 6.0, 4 -> 2 at 7.0: one resize.
+    `w0`'s old process committed at 2 groups after the first cause; only its new one, at 8.2,
+    brings the world back to 2, and `w1`'s gap until then counts."""
+    run = [
+        *(commit(h, 4.0 + i / 10, 40 + i) for i in range(20) for h in ("w0", "w1")),
+        *(commit("w1", 6.0 + i / 10, 60 + i, participants=1) for i in range(5)),
+        start("w0", 7.0, process="w0b"),
+        commit("w0", 8.0, 65, process="w0b", healing=True),
+        *(
+            commit(h, 8.2 + i / 10, 66 + i, process=p)
+            for i in range(5)
+            for h, p in (("w0", "w0b"), ("w1", "w1"))
+        ),
+    ]
+    two, four = frozenset({"w0", "w1"}), frozenset({"w2", "w3"})
+    causes = [
+        m.Cause(5.0, "scale-up 2->4", 4, two, added=four),
+        m.Cause(6.0, "kill w0", 4, two | four, frozenset({"w0"}), frozenset({"w0"})),
+        m.Cause(7.0, "scale-down 4->2", 2, two | four, removed=four),
+    ]
+    (measured,) = m.measure_causes(run, job="j", causes=causes, end=99.0)
+    assert measured.cause == "scale-up 2->4, then kill w0, then scale-down 4->2"
+    assert (measured.pause_seconds, measured.newcomer_seconds) == (1.8, 3.2)  # w1: 6.4 -> 8.2
