@@ -34,7 +34,7 @@ from autoscaler.clients.kube import PODS, Kube
 from tests.e2e.ft_measure import Resize as FtResize
 from tests.e2e.ft_measure import summarise as ft_summarise
 from tests.e2e.measure import Rescale, summarise
-from tests.e2e.training import Scenario
+from tests.e2e.training import Scenario, engine_settings_line
 from tests.support.controlplane import REPO_ROOT, ControlPlane, binaries_dir
 from tests.support.crd import CRD_FILE, established
 from tests.support.engine_process import ServiceProcess, operator_process
@@ -259,6 +259,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     measured = config.stash.get(_RESCALES, None)
     if measured:
         terminalreporter.section("elastic training")
+        terminalreporter.write_line(engine_settings_line())
         for rescale in measured:
             terminalreporter.write_line(
                 f"{rescale.job}: {rescale.cause} stalled {rescale.stall_seconds:.1f} s, "
@@ -270,11 +271,14 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     ft_measured = config.stash.get(_FT, None)
     if ft_measured:
         terminalreporter.section("elastic training, torchft mode")
+        if not measured:
+            terminalreporter.write_line(engine_settings_line())
         for resize in ft_measured:
             terminalreporter.write_line(
                 f"{resize.job}: {resize.cause} paused the survivors {resize.pause_seconds:.1f} s"
             )
         lost_steps = sum(config.stash.get(_FT_LOST_STEPS, []))
         ft_summary = ft_summarise(ft_measured, lost_steps=lost_steps)
-        for line in (ft_summary.line, ft_summary.newcomer_line, ft_summary.lighthouse_line):
+        lines = (ft_summary.line, ft_summary.newcomer_line, ft_summary.node_lost_line)
+        for line in (*lines, ft_summary.lighthouse_line):
             terminalreporter.write_line(line)

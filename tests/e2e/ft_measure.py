@@ -3,34 +3,35 @@
 The torchft example (`examples/torchft/train.py --events FILE`) appends one JSON line per event
 and process: `start`, `commit` (every step: its number, whether it committed, whether the group
 was healing, the participants, the job's samples, every few steps a hash of the parameters),
-`stop` and `done`. A pause is the survivors' longest gap between committed steps around a resize
-or fault. Pure functions of those lines, checked on tables of events.
+`stop` and `done`. A pause is the survivors' longest gap between committed steps from a resize's or
+fault's cause until it is over (every newcomer in, every survivor committing at the new world),
+or until the scenario's end when it never is. Pure functions of those lines, checked on tables.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 Event = dict[str, Any]
-# A resize's effects are over well within this: a leave costs the heartbeat timeout (2 s) or a
-# collective's timeout (a silent peer), a join a fraction of a second.
-WINDOW_SECONDS = 30.0
 KIND = "torchft"
 LIGHTHOUSE_LOST = "lighthouse killed"
+NODE_LOST = "node lost"
 
 
 @dataclass(frozen=True)
 class Resize:
     job: str
     cause: str
-    pause_seconds: float  # survivors' longest gap between committed steps
+    pause_seconds: float  # survivors' longest gap between committed steps until it was over
     survivor_restarts: int  # survivors whose process started again
     newcomer_seconds: float | None = None  # cause -> every newcomer's first participating commit
     steps_redone: int = 0  # a restart from the checkpoint (the lighthouse lost) trains these again
+    target_seconds: float | None = None  # its own bound, where it has one (a lost node)
     kind: str = KIND
 
     def to_json(self) -> str:
@@ -45,49 +46,202 @@ def hosts_committing(events: Sequence[Event], *, before: float) -> set[str]:
     return {e["host"] for e in committed(events) if e["time"] < before}
 
 
-def pause(
-    events: Sequence[Event], *, survivors: set[str], after: float, window: float = WINDOW_SECONDS
-) -> float:
-    """The longest gap between two consecutive commits of a survivor's process (by host) that
-    ends after `after` and starts before `after + window`; from `after` when a survivor has not
-    committed since."""
+def _first_commit(
+    events: Sequence[Event], host: str, *, since: float, participants: int | None = None
+) -> float | None:
+    """`host`'s first participating commit from `since` (with `participants`, if given)."""
+    return next(
+        (
+            e["time"]
+            for e in committed(events)
+            if e["host"] == host
+            and e["time"] >= since
+            and not e["healing"]
+            and participants in (None, e["participants"])
+        ),
+        None,
+    )
+
+
+def over_at(
+    events: Sequence[Event],
+    *,
+    survivors: set[str],
+    newcomers: set[str],
+    world: int,
+    after: float,
+    added_at: Mapping[str, float] | None = None,
+) -> float | None:
+    """When a resize caused at `after` was over: every newcomer had committed as a participant
+    (from when it was added, `added_at`, where later: a killed pod's old process never counts),
+    then every survivor had committed with `world` participants (None: not yet). The newcomers
+    come first so that a survivor's step in flight at the cause, at the old world, never ends it."""
+    since_added = added_at or {}
+    joined = [
+        _first_commit(events, host, since=max(after, since_added.get(host, after)))
+        for host in newcomers
+    ]
+    if None in joined:
+        return None
+    since = max([after, *joined])  # type: ignore[list-item]
+    done = [_first_commit(events, host, since=since, participants=world) for host in survivors]
+    if None in done:
+        return None
+    return max([since, *done])  # type: ignore[list-item]
+
+
+def pause(events: Sequence[Event], *, survivors: set[str], after: float, until: float) -> float:
+    """The longest time a survivor (by host) went without committing from the cause at `after`
+    until `until` (the resize over, or the scenario's end): however late a gap starts, and a
+    survivor that never commits again pauses until `until`."""
     longest = 0.0
-    by_process: dict[str, list[float]] = {}
-    for e in committed(events):
-        if e["host"] in survivors:
-            by_process.setdefault(e["process"], []).append(e["time"])
-    for times in by_process.values():
-        times.sort()
-        previous = None
-        for at in times:
-            if previous is not None and at > after and previous < after + window:
-                longest = max(longest, at - max(previous, after - window))
-            previous = at
+    for host in survivors:
+        previous = after
+        for at in sorted(e["time"] for e in committed(events) if e["host"] == host):
+            if after < at <= until:
+                longest, previous = max(longest, at - previous), at
+        longest = max(longest, until - previous)
     return round(longest, 2)
 
 
 def restarted(
-    events: Sequence[Event], *, survivors: set[str], after: float, window: float = WINDOW_SECONDS
+    events: Sequence[Event], *, survivors: set[str], after: float, until: float
 ) -> set[str]:
-    """Survivors (hosts) whose process started again within the window."""
+    """Survivors (hosts) whose process started again between the cause and `until`."""
     return {
         e["host"]
         for e in events
-        if e["event"] == "start" and e["host"] in survivors and after < e["time"] < after + window
+        if e["event"] == "start" and e["host"] in survivors and after < e["time"] <= until
     }
 
 
 def newcomers_first_commit(
-    events: Sequence[Event], *, newcomers: set[str], after: float
+    events: Sequence[Event],
+    *,
+    newcomers: set[str],
+    after: float,
+    added_at: Mapping[str, float] | None = None,
 ) -> float | None:
-    """Seconds from `after` until every newcomer (host) had a participating commit."""
-    firsts: dict[str, float] = {}
-    for e in committed(events):
-        if e["host"] in newcomers and e["time"] > after and not e["healing"]:
-            firsts.setdefault(e["host"], e["time"])
-    if set(firsts) != newcomers:
+    """Seconds from `after` until every newcomer (host) had a participating commit (from when it
+    was added, `added_at`, where later)."""
+    since_added = added_at or {}
+    firsts = [
+        _first_commit(events, host, since=max(after, since_added.get(host, after)))
+        for host in newcomers
+    ]
+    if not firsts or None in firsts:
         return None
-    return round(max(firsts.values()) - after, 2)
+    return round(max(firsts) - after, 2)  # type: ignore[type-var]
+
+
+def step_seconds(events: Sequence[Event], *, hosts: set[str], before: float) -> float:
+    """The hosts' median time between consecutive commits before `before`: one step."""
+    gaps = []
+    for host in hosts:
+        times = sorted(e["time"] for e in committed(events) if e["host"] == host)
+        gaps += [b - a for a, b in itertools.pairwise(times) if b < before]
+    return round(statistics.median(gaps), 3) if gaps else 0.0
+
+
+def measure(
+    events: Sequence[Event],
+    *,
+    job: str,
+    cause: str,
+    after: float,
+    survivors: set[str],
+    world: int,
+    end: float,
+    newcomers: set[str] | None = None,
+    added_at: Mapping[str, float] | None = None,
+    target_seconds: float | None = None,
+) -> Resize:
+    """One resize or fault caused at `after`, measured until it was over (every newcomer in,
+    every survivor committing at `world`), or until `end` when it never was."""
+    joining = newcomers or set()
+    over = over_at(
+        events,
+        survivors=survivors,
+        newcomers=joining,
+        world=world,
+        after=after,
+        added_at=added_at,
+    )
+    until = end if over is None else over
+    return Resize(
+        job=job,
+        cause=cause,
+        pause_seconds=pause(events, survivors=survivors, after=after, until=until),
+        survivor_restarts=len(restarted(events, survivors=survivors, after=after, until=until)),
+        newcomer_seconds=newcomers_first_commit(
+            events, newcomers=joining, after=after, added_at=added_at
+        )
+        if joining
+        else None,
+        target_seconds=target_seconds,
+    )
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One change to a job's world: a `/scale` write, a kill."""
+
+    at: float
+    label: str
+    world: int  # groups once it is over
+    before: frozenset[str]  # hosts in the world before it
+    removed: frozenset[str] = frozenset()  # hosts it takes out (deleted, killed)
+    added: frozenset[str] = frozenset()  # hosts it brings (back) in
+
+
+def _members(events: Sequence[Event], causes: Sequence[Cause]) -> tuple[set[str], dict[str, float]]:
+    """(survivors, newcomers with when each was added) of causes taken as one: the hosts in the
+    world before the first that none of them took out, and the hosts they brought in that stayed."""
+    survivors = set(causes[0].before) & hosts_committing(events, before=causes[0].at)
+    newcomers: dict[str, float] = {}
+    for cause in causes:
+        survivors -= cause.removed
+        newcomers = {h: t for h, t in newcomers.items() if h not in cause.removed}
+        newcomers |= dict.fromkeys(cause.added, cause.at)
+    return survivors, newcomers
+
+
+def measure_causes(
+    events: Sequence[Event], *, job: str, causes: Sequence[Cause], end: float
+) -> list[Resize]:
+    """Every cause measured until it was over; a cause the next one overtook before it was over
+    joins it, measured from its own time until the last is over: its pause is the survivors',
+    those in the world throughout, never cut short by the next cause."""
+    ordered, measured, first = sorted(causes, key=lambda c: c.at), [], 0
+    for last in range(len(ordered)):
+        joined = ordered[first : last + 1]
+        survivors, newcomers = _members(events, joined)
+        if last + 1 < len(ordered):
+            over = over_at(
+                events,
+                survivors=survivors,
+                newcomers=set(newcomers),
+                world=joined[-1].world,
+                after=joined[0].at,
+                added_at=newcomers,
+            )
+            if over is None or over > ordered[last + 1].at:
+                continue
+        measured.append(
+            measure(
+                events,
+                job=job,
+                cause=", then ".join(c.label for c in joined),
+                after=joined[0].at,
+                survivors=survivors,
+                world=joined[-1].world,
+                end=end,
+                newcomers=set(newcomers),
+                added_at=newcomers,
+            )
+        )
+        first = last + 1
+    return measured
 
 
 def lost_steps(events: Sequence[Event]) -> list[int]:
@@ -149,6 +303,11 @@ class Summary:
     newcomer_median: float | None
     newcomer_max: float | None
     lighthouse: tuple[Resize, ...]
+    node_lost: tuple[Resize, ...] = ()
+
+    @property
+    def node_lost_missed(self) -> list[Resize]:
+        return [r for r in self.node_lost if r.pause_seconds > (r.target_seconds or 0.0)]
 
     @property
     def line(self) -> str:
@@ -177,6 +336,17 @@ class Summary:
             f"{worst.steps_redone} steps redone, every worker restarted"
         )
 
+    @property
+    def node_lost_line(self) -> str:
+        if not self.node_lost:
+            return "e2e-ft node lost: not measured"
+        worst = max(self.node_lost, key=lambda r: r.pause_seconds - (r.target_seconds or 0.0))
+        return (
+            f"e2e-ft node lost: the survivors trained again after {worst.pause_seconds:.1f} s"
+            f" (target {worst.target_seconds or 0.0:.1f} s: torchft's timeout for a silent"
+            " peer's collective plus one step)"
+        )
+
 
 def summarise(resizes: Sequence[Resize], *, lost_steps: int) -> Summary:
     regular = [r for r in resizes if r.cause != LIGHTHOUSE_LOST]
@@ -191,4 +361,5 @@ def summarise(resizes: Sequence[Resize], *, lost_steps: int) -> Summary:
         newcomer_median=statistics.median(newcomers) if newcomers else None,
         newcomer_max=max(newcomers) if newcomers else None,
         lighthouse=tuple(r for r in resizes if r.cause == LIGHTHOUSE_LOST),
+        node_lost=tuple(r for r in resizes if r.cause == NODE_LOST),
     )

@@ -33,10 +33,11 @@ def first_full_step(events: Sequence[Event], *, world: int, after: float) -> flo
     return None
 
 
-def stall(events: Sequence[Event], *, world: int, after: float) -> float | None:
-    """Seconds from a change at `after` (a /scale write, a kill) to all ranks stepping at `world`."""
+def stall(events: Sequence[Event], *, world: int, after: float, end: float) -> float:
+    """Seconds from a change at `after` (a /scale write, a kill) to all ranks stepping at `world`;
+    until `end` (the scenario's end) when they never did."""
     done = first_full_step(events, world=world, after=after)
-    return None if done is None else done - after
+    return (end if done is None else done) - after
 
 
 def worlds_between(
@@ -107,6 +108,7 @@ class Rescale:
     steps_redone: int
     pods_added: int = 0  # by the one write a scale-up was (0: a burst of writes, not a scale-up)
     world: int = 0  # the world size it ended at
+    target_seconds: float | None = None  # its own bound, where it has one (a lost node)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__)
@@ -123,7 +125,7 @@ class Summary:
     # world (its median): more workers start slower on shared cores, a second re-form is apart.
     one_pod_scale_up: float | None
     multi_pod_scale_up: float | None
-    node_lost: float | None  # the longest time to train again after a node went silent
+    node_lost: Rescale | None  # the one furthest past its target among the nodes gone silent
 
     @property
     def multi_pod_ratio(self) -> float | None:
@@ -152,10 +154,19 @@ class Summary:
         )
 
     @property
+    def node_lost_missed(self) -> bool:
+        lost = self.node_lost
+        return lost is not None and lost.stall_seconds > (lost.target_seconds or 0.0)
+
+    @property
     def node_lost_line(self) -> str:
         if self.node_lost is None:
             return "e2e node lost: none measured"
-        return f"e2e node lost: training again after {self.node_lost:.1f} s"
+        return (
+            f"e2e node lost: training again after {self.node_lost.stall_seconds:.1f} s (target"
+            f" {self.node_lost.target_seconds or 0.0:.1f} s: the collective timeout plus one"
+            " re-form)"
+        )
 
 
 NODE_LOST = "node lost"
@@ -173,11 +184,12 @@ def _worst_multi_pod(rescales: Sequence[Rescale]) -> tuple[float | None, float |
 
 def summarise(measured: Sequence[Rescale], *, lost_jobs: int) -> Summary:
     """The rescales' and kills' figures. A node gone silent is apart: its peers recover
-    through their collective timeout, which the example sets, and it has a line of its own.
+    through their collective timeout, which the example sets, and it has a line and target of its
+    own.
     Everything after it (its pods replaced, the world grown back) counts as any rescale."""
     rescales = [rescale for rescale in measured if rescale.cause != NODE_LOST]
     stalls = [rescale.stall_seconds for rescale in rescales] or [0.0]
-    lost_node = [r.stall_seconds for r in measured if r.cause == NODE_LOST]
+    lost_node = [r for r in measured if r.cause == NODE_LOST]
     multi, one_pod = _worst_multi_pod(rescales)
     return Summary(
         rescales=len(rescales),
@@ -187,5 +199,7 @@ def summarise(measured: Sequence[Rescale], *, lost_jobs: int) -> Summary:
         steps_redone=sum(rescale.steps_redone for rescale in rescales),
         multi_pod_scale_up=multi,
         one_pod_scale_up=one_pod,
-        node_lost=max(lost_node, default=None),
+        node_lost=max(
+            lost_node, key=lambda r: r.stall_seconds - (r.target_seconds or 0.0), default=None
+        ),
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.e2e import ft_measure
 from tests.e2e.measure import Rescale, Summary, summarise
-from tests.e2e.training import CHECKPOINT_EVERY
+from tests.e2e.training import CHECKPOINT_EVERY, COLLECTIVE_TIMEOUT, engine_settings_line
 
 TARGET_MEDIAN_STALL = 16.0
 TARGET_MAX_STALL = 30.0
@@ -18,6 +18,8 @@ TARGET_MULTI_POD_RATIO = 1.3
 # torchft mode: no survivor restarts, no step lost, survivors pause about a heartbeat timeout.
 TARGET_FT_MEDIAN_PAUSE = 2.0
 TARGET_FT_MAX_PAUSE = 6.0
+# A node gone silent: the survivors' collective times out, then the world re-forms once.
+TARGET_NODE_LOST = COLLECTIVE_TIMEOUT + TARGET_MAX_STALL
 
 
 def read(path: Path) -> tuple[Summary, ft_measure.Summary]:
@@ -51,6 +53,11 @@ def misses(summary: Summary) -> list[str]:
             (summary.multi_pod_ratio or 0.0) <= TARGET_MULTI_POD_RATIO,
             f"a multi-pod scale-up stalled > {TARGET_MULTI_POD_RATIO}x a one-pod one",
         ),
+        (summary.node_lost is not None, "the lost node was not measured"),
+        (
+            not summary.node_lost_missed,
+            "the lost node's survivors trained again past the collective timeout plus a re-form",
+        ),
         (summary.lost_jobs == 0, "a job was lost"),
         (
             summary.steps_redone <= summary.rescales * CHECKPOINT_EVERY,
@@ -72,6 +79,11 @@ def ft_misses(summary: ft_measure.Summary) -> list[str]:
         ),
         (summary.max_pause <= TARGET_FT_MAX_PAUSE, f"torchft max pause > {TARGET_FT_MAX_PAUSE} s"),
         (bool(summary.lighthouse), "the torchft lighthouse loss was not measured"),
+        (bool(summary.node_lost), "the torchft lost node was not measured"),
+        (
+            not summary.node_lost_missed,
+            "the torchft lost node's survivors trained again past their timeout plus a step",
+        ),
     ]
     return [message for ok, message in checks if not ok]
 
@@ -81,11 +93,13 @@ def main(argv: list[str]) -> int:
     missed = misses(summary) + ft_misses(ft_summary)
     for message in missed:
         print(f"target missed: {message}", file=sys.stderr)
+    print(engine_settings_line())
     print(summary.scale_up_line)
     print(summary.node_lost_line)
     print(summary.line)
     print(ft_summary.line)
     print(ft_summary.newcomer_line)
+    print(ft_summary.node_lost_line)
     print(ft_summary.lighthouse_line)
     return 1 if missed else 0
 

@@ -1,11 +1,14 @@
 """A user's own torchrun script, which imports only torch (`examples/torch-only`), as an
 elastic PyTorchJob: it runs to Succeeded through a scale-up and a scale-down written through
-/scale, and no rescale costs more epochs than its own snapshot interval."""
+/scale, and no rescale costs more epochs than its own snapshot interval. Each rescale is recorded
+from its write to the first epoch rank 0 finished at the new world, as the test saw the line (the
+script prints per epoch, not per step: the stall measured holds one epoch more)."""
 
 from __future__ import annotations
 
 import copy
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +17,8 @@ import yaml
 from kubernetes import client
 
 from autoscaler.api import coordinates as c
-from tests.e2e.training import Scenario
+from tests.e2e.measure import Rescale
+from tests.e2e.training import Scenario, TrainingJob, kept_since, pods_seen
 from tests.support.controlplane import REPO_ROOT
 from tests.support.node_agent import NodeAgent
 from tests.support.polling import wait_for
@@ -72,22 +76,22 @@ def test_a_torch_only_script_survives_a_scale_up_and_a_scale_down(scenario: Scen
         c.GROUP, c.VERSION, scenario.namespace, c.PLURAL, copy.deepcopy(job)
     )
     logs = Logs(agent, scenario.namespace, name)
-    done: list[tuple[int, int]] = []  # (epoch, world) as rank 0 finished them
+    done: list[tuple[int, int, float]] = []  # (epoch, world, when seen) as rank 0 finished them
     redone: list[int] = []  # epochs each restart trained again
 
     def read() -> None:
         for line in logs.new_lines():
             if match := RESUMED.search(line):
-                redone.append(max(e for e, _ in done) + 1 - int(match[1]))
+                redone.append(max(e for e, _, _ in done) + 1 - int(match[1]))
             elif match := DONE.search(line):
-                done.append((int(match[1]), int(match[2])))
+                done.append((int(match[1]), int(match[2]), time.time()))
 
     def trains_at(world: int) -> None:
         """Until rank 0 has finished three epochs in a row at `world`."""
 
         def three() -> bool:
             read()
-            return len(done) >= 3 and all(w == world for _, w in done[-3:])
+            return len(done) >= 3 and all(w == world for _, w, _ in done[-3:])
 
         wait_for(three, timeout=240, interval=0.5, what=f"three epochs at world {world}: {done}")
 
@@ -99,15 +103,33 @@ def test_a_torch_only_script_survives_a_scale_up_and_a_scale_down(scenario: Scen
         return any(x["type"] == "Succeeded" and x["status"] == "True" for x in conditions)
 
     trains_at(1)
+    pods = TrainingJob(scenario.api, scenario.namespace, name, scenario.workdir)  # to read back
+    seen = pods_seen(pods)
+    current = 1
     for replicas in (2, 1):
         body = {"spec": {"replicas": replicas}}
+        written = time.time()
         custom.patch_namespaced_custom_object_scale(
             c.GROUP, c.VERSION, scenario.namespace, c.PLURAL, name, body
         )
+        restarts = len(redone)
         trains_at(replicas)
+        formed = next(at for _, w, at in done if w == replicas and at > written)
+        kind = "scale-up" if replicas > current else "scale-down"
+        scenario.rescales.append(
+            Rescale(
+                job=name,
+                cause=f"{kind} {current}->{replicas} by hand, to rank 0's first epoch",
+                stall_seconds=round(formed - written, 1),
+                steps_redone=sum(redone[restarts:]),  # epochs: the script counts no steps
+                world=replicas,
+            )
+        )
+        current = replicas
     wait_for(succeeded, timeout=300, interval=1, what="the job to finish its epochs")
     read()
-    assert {epoch for epoch, _ in done} == set(range(argument(job, "--epochs")))
+    assert kept_since(pods, seen) == {f"{name}-worker-0": 0}, "worker-0's container restarted"
+    assert {epoch for epoch, _, _ in done} == set(range(argument(job, "--epochs")))
     assert len(redone) >= 2, f"each rescale restarts from the snapshot: {redone}"
     assert all(0 <= epochs <= argument(job, "--save-every") for epochs in redone), redone
     print(f"\ntorch-only: epochs trained again per restart {redone}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Sequence
 
 import pytest
 
@@ -18,7 +19,10 @@ from autoscaler import fault_tolerance as ft
 from tests.e2e import ft_measure as m
 from tests.e2e.training import (
     FaultTolerantJob,
+    PodsSeen,
     Scenario,
+    kept_since,
+    pods_seen,
     reasons,
     restart_counts,
     sized,
@@ -43,20 +47,22 @@ def record(
     cause: str,
     at: float,
     survivors: set[str],
+    world: int,
     newcomers: set[str] | None = None,
-    window: float = m.WINDOW_SECONDS,
+    target: float | None = None,
 ) -> m.Resize:
-    """Measure one resize or fault of `job` caused at `at` (its effects over within `window`),
-    keep it, hold it to the target."""
-    events = job.events()
-    measured = m.Resize(
+    """Measure one resize or fault of `job` caused at `at` until it was over (`world` groups
+    committing, `newcomers` in), or until now; keep it, hold it to the target."""
+    measured = m.measure(
+        job.events(),
         job=job.name,
         cause=cause,
-        pause_seconds=m.pause(events, survivors=survivors, after=at, window=window),
-        survivor_restarts=len(m.restarted(events, survivors=survivors, after=at, window=window)),
-        newcomer_seconds=m.newcomers_first_commit(events, newcomers=newcomers, after=at)
-        if newcomers
-        else None,
+        after=at,
+        survivors=survivors,
+        world=world,
+        end=time.time(),
+        newcomers=newcomers,
+        target_seconds=target,
     )
     scenario.ft_resizes.append(measured)
     assert measured.survivor_restarts == 0, measured
@@ -64,32 +70,48 @@ def record(
     return measured
 
 
-def record_engine_resizes(
-    scenario: Scenario, job: FaultTolerantJob, *, faults: list[float]
+def record_causes(
+    scenario: Scenario, job: FaultTolerantJob, *, kills: Sequence[tuple[float, str]] = ()
 ) -> list[m.Resize]:
-    """Each change of the job's count after its first, from its write, until the next change
-    or fault: the survivors are the pods below both counts, the newcomers those it added."""
-    measured = []
-    history = job.replica_history
-    causes = sorted([*faults, *(at for at, _ in history)])
-    for (_, before), (at, after) in itertools.pairwise(history):
-        later = [t for t in causes if t > at]
-        window = min(m.WINDOW_SECONDS, later[0] - at) if later else m.WINDOW_SECONDS
-        survivors = {pod_name(job, i) for i in range(min(before, after))}
-        newcomers = {pod_name(job, i) for i in range(before, after)}
-        kind = "scale-up" if after > before else "scale-down"
-        measured.append(
-            record(
-                scenario,
-                job,
-                cause=f"{kind} {before}->{after} by the engine",
-                at=at,
-                survivors=survivors & m.hosts_committing(job.events(), before=at),
-                newcomers=newcomers,
-                window=window,
-            )
+    """Every change of the job's count after its first and every kill (time, pod), each from
+    its cause until it was over (a change overtaken before it was over joins the next); keep
+    them, hold them to the targets."""
+    history, pods = (
+        job.replica_history,
+        lambda n, k: frozenset(pod_name(job, i) for i in range(n, k)),
+    )
+    causes = [
+        m.Cause(
+            at=at,
+            label=f"{'scale-up' if after > before else 'scale-down'} {before}->{after} by the engine",
+            world=after,
+            before=pods(0, before),
+            removed=pods(after, before),
+            added=pods(before, after),
         )
+        for (_, before), (at, after) in itertools.pairwise(history)
+    ]
+    for at, victim in kills:
+        count = [n for t, n in history if t <= at][-1]
+        label = f"kill {victim.removeprefix(f'{job.name}-')}"
+        causes.append(
+            m.Cause(at, label, count, pods(0, count), frozenset({victim}), frozenset({victim}))
+        )
+    measured = m.measure_causes(job.events(), job=job.name, causes=causes, end=time.time())
+    scenario.ft_resizes.extend(measured)
+    for resize in measured:
+        assert resize.survivor_restarts == 0, resize
+        assert resize.pause_seconds <= MAX_PAUSE, resize
     return measured
+
+
+def assert_no_survivor_restarted(job: FaultTolerantJob, seen: PodsSeen) -> None:
+    """Every pod there at `seen` and still now kept its containers and training processes."""
+    kept = kept_since(job, seen)
+    assert not any(kept.values()), f"containers restarted since {seen.at}: {kept}"
+    workers = set(kept) - {ft.lighthouse_name(job.name)}
+    again = m.restarted(job.events(), survivors=workers, after=seen.at, until=time.time())
+    assert again == set(), f"training processes started again: {again}"
 
 
 def pod_name(job: FaultTolerantJob, index: int) -> str:
@@ -141,7 +163,8 @@ def kill(scenario: Scenario, agent: NodeAgent, pod: str) -> float:
 def test_the_engine_resizes_a_torchft_job_and_no_survivor_ever_restarts(
     scenario: Scenario,
 ) -> None:
-    """Two nodes of 2 GPUs and the engine with its production rate limits. It grows `ft-first`
+    """Two nodes of 2 GPUs and the engine with its e2e settings (faster than the shipped
+    defaults, each named by the report). It grows `ft-first`
     (1..4) as it learns its curve, by several pods in one write once it may; two workers'
     containers are killed (worker-0 first: no worker is special), and each restarts and heals
     in from a peer while the others train on; then `ft-second` (2..4) arrives and the engine
@@ -159,24 +182,15 @@ def test_the_engine_resizes_a_torchft_job_and_no_survivor_ever_restarts(
         )
         counts = [count for _, count in first.replica_history]
         assert max(b - a for a, b in itertools.pairwise(counts)) > 1, counts
-        faults = []
+        kills = []
         for victim in (pod_name(first, 0), pod_name(first, 2)):
-            killed = kill(scenario, agent, victim)
-            faults.append(killed)
-            wait_groups(first, 4, after=killed + 1.0)
-            others = {pod_name(first, i) for i in range(4)} - {victim}
-            record(
-                scenario,
-                first,
-                cause=f"kill {victim.removeprefix('ft-first-')}",
-                at=killed,
-                survivors=others,
-                newcomers={victim},
-            )
+            kills.append((kill(scenario, agent, victim), victim))
+            wait_groups(first, 4, after=kills[-1][0] + 1.0)
         assert restart_counts(first) == {
             **{pod_name(first, i): int(i in (0, 2)) for i in range(4)},
             ft.lighthouse_name(first.name): 0,
         }
+        first_seen = pods_seen(first)
         second.create(second.manifest(replicas=2, low=2, high=4, total_samples=SECOND_SAMPLES))
         wait_for(
             lambda: second.training_with(2) and first.replicas() <= 2,
@@ -184,11 +198,16 @@ def test_the_engine_resizes_a_torchft_job_and_no_survivor_ever_restarts(
             interval=1,
             what="`ft-second` to train at its minimum beside a smaller `ft-first`",
         )
+        second_seen = pods_seen(second)
         wait_done(second, timeout=300)
         wait_done(first, timeout=400)
-    first.stop_watching()
-    resizes = record_engine_resizes(scenario, first, faults=faults)
-    assert len(resizes) >= 3, first.replica_history
+    assert_no_survivor_restarted(first, first_seen)
+    assert_no_survivor_restarted(second, second_seen)
+    for job in (first, second):
+        job.stop_watching()
+    assert len(first.replica_history) >= 4, first.replica_history
+    record_causes(scenario, first, kills=kills)
+    record_causes(scenario, second)
     for job in (first, second):
         assert_trained_exactly_once(scenario, job)
     assert (first.conditions().get("Failed"), second.conditions().get("Failed")) == (None, None)
@@ -214,6 +233,7 @@ def test_a_lost_node_and_a_lost_lighthouse(scenario: Scenario) -> None:
     with scenario.engine():
         job.create(job.manifest(replicas=2, low=1, high=2, total_samples=FAULT_SAMPLES))
         wait_groups(job, 2, timeout=180)
+        seen = pods_seen(job)
         wait_for(
             lambda: sized(scenario, job.name),
             timeout=120,
@@ -223,6 +243,9 @@ def test_a_lost_node_and_a_lost_lighthouse(scenario: Scenario) -> None:
         lost, survivor, victim = lose_a_workers_node(scenario, agent, job)
         assert "Recovering" in reasons(scenario, job.name, after=lost)
         assert restart_counts(job)[survivor] == 0
+        assert_no_survivor_restarted(
+            job, seen
+        )  # the survivor and the lighthouse, until it is killed
         killed = lose_the_lighthouse(scenario, agent, job, workers={survivor, victim})
         wait_for(
             lambda: "Recovering" in reasons(scenario, job.name, after=killed),
@@ -251,7 +274,9 @@ def lose_a_workers_node(
     lost = time.time()
     agent.lose_node(node)
     wait_groups(job, 1, after=lost, timeout=60)
-    record(scenario, job, cause="node lost", at=lost, survivors={survivor})
+    step = m.step_seconds(job.events(), hosts={survivor, victim}, before=lost)
+    target = ft.DEFAULT_TIMEOUT_SECONDS + step
+    record(scenario, job, cause=m.NODE_LOST, at=lost, survivors={survivor}, world=1, target=target)
     replaced = job.replace_pod_of_lost_node(victim, node)
     wait_groups(job, 2, after=replaced, timeout=120)
     record(
@@ -260,6 +285,7 @@ def lose_a_workers_node(
         cause="lost node's pod replaced",
         at=replaced,
         survivors={survivor},
+        world=2,
         newcomers={victim},
     )
     return lost, survivor, victim
@@ -287,7 +313,9 @@ def lose_the_lighthouse(
             job=job.name,
             cause=m.LIGHTHOUSE_LOST,
             pause_seconds=round(again - killed, 2),
-            survivor_restarts=len(m.restarted(events, survivors=workers, after=killed)),
+            survivor_restarts=len(
+                m.restarted(events, survivors=workers, after=killed, until=again)
+            ),
             steps_redone=m.redone(events, after=killed),
         )
     )

@@ -31,12 +31,15 @@ from tests.e2e.measure import (
     stall,
     worlds_between,
 )
+from tests.e2e.report import TARGET_NODE_LOST
 from tests.e2e.training import (
     CHECKPOINT_EVERY,
     COLLECTIVE_TIMEOUT,
     RDZV_CONF,
     Scenario,
     TrainingJob,
+    kept_since,
+    pods_seen,
     reasons,
     restart_counts,
     sized,
@@ -65,12 +68,13 @@ def record(
     world: int,
     limit: float = MAX_STALL,
     pods_added: int = 0,
+    target: float | None = None,
 ) -> Rescale:
-    """Measure one change of `job`'s world (caused at `at`, to `world` ranks), keep it, and hold
-    it to the targets: a stall within `limit`, at most one checkpoint interval of steps redone."""
+    """Measure one change of `job`'s world (caused at `at`, to `world` ranks; until now if it
+    never formed), keep it, and hold it to the targets: a stall within `limit`, at most one
+    checkpoint interval of steps redone."""
     events = job.events()
-    took = stall(events, world=world, after=at)
-    assert took is not None, f"{job.name} never stepped at world {world} after {cause}"
+    took = stall(events, world=world, after=at, end=time.time())
     measured = Rescale(
         job=job.name,
         cause=cause,
@@ -78,6 +82,7 @@ def record(
         steps_redone=redone_after(events, after=at),
         pods_added=pods_added,
         world=world,
+        target_seconds=target,
     )
     rescales.append(measured)
     assert measured.stall_seconds <= limit, measured
@@ -120,7 +125,8 @@ def no_failures(job: TrainingJob) -> None:
 
 
 def test_a_job_grows_shrinks_for_a_second_job_and_both_complete(scenario: Scenario) -> None:
-    """Two nodes of 2 GPUs, the engine with its production rate limits. It grows `first`
+    """Two nodes of 2 GPUs, the engine with its e2e settings (faster than the shipped defaults,
+    each named by the report). It grows `first`
     (1..4 workers) as it learns its curve, by several pods in one write once it may; then
     `second` (2..4) arrives and cannot fit: the engine shrinks `first` so the minimum of `second`
     is scheduled. Worker-0 of `first` is never replaced; nothing counts as a failure. `first` has
@@ -176,9 +182,14 @@ def test_a_job_grows_shrinks_for_a_second_job_and_both_complete(scenario: Scenar
         assert first.conditions().get("Succeeded") != "True", "`first` finished too soon"
         assert first.replicas() == 2
         assert engine.proc.poll() is None
-    first.stop_watching()
+        for job in (first, second):  # at the end as at the start (created): none restarted
+            assert not any(restart_counts(job).values()), "a rescale restarted a container"
+        assert first.pods()["first-worker-0"]["metadata"]["uid"] == worker_0
+    for job in (first, second):
+        job.stop_watching()
     measured = record_replica_changes(first, scenario.rescales)
     assert [m.cause.split()[0] for m in measured][-1] == "scale-down"
+    record_replica_changes(second, scenario.rescales)
     for job in (first, second):
         wait_succeeded(job, timeout=300)
 
@@ -247,7 +258,9 @@ def test_killed_workers_are_replaced_and_training_resumes_from_the_checkpoint(
             record(job, scenario.rescales, cause=cause, at=killed, world=3)
             assert restart_counts(job)[victim] == before[victim] + 1
             no_failures(job)
-        assert sum(restart_counts(job).values()) >= 4  # worker-0 took every agent with it
+        counts = restart_counts(job)
+        assert sum(counts.values()) >= 4  # worker-0 took every agent with it
+        assert all(counts[f"crash-worker-{i}"] >= 1 for i in range(3)), counts
     wait_succeeded(job, timeout=300)
     assert_trained_consistently(job)
 
@@ -270,6 +283,7 @@ def test_a_node_gone_silent_is_recovered_from(scenario: Scenario) -> None:
     with scenario.engine():
         job.create(job.manifest(replicas=2, low=1, high=2, total_samples=LOST_SAMPLES))
         wait_stepping(job, 2, timeout=180)
+        seen = pods_seen(job)
         wait_for(
             lambda: sized(scenario, "lost"),
             timeout=120,
@@ -281,7 +295,13 @@ def test_a_node_gone_silent_is_recovered_from(scenario: Scenario) -> None:
         agent.lose_node(node)
         wait_stepping(job, 1, after=lost, timeout=180)
         alone = record(
-            job, scenario.rescales, cause=NODE_LOST, at=lost, world=1, limit=NODE_LOST_BOUND
+            job,
+            scenario.rescales,
+            cause=NODE_LOST,
+            at=lost,
+            world=1,
+            limit=NODE_LOST_BOUND,
+            target=TARGET_NODE_LOST,
         )
         assert alone.stall_seconds >= COLLECTIVE_TIMEOUT, "a reset reached the survivor"
         replaced = job.replace_pod_of_lost_node("lost-worker-1", node)
@@ -298,6 +318,7 @@ def test_a_node_gone_silent_is_recovered_from(scenario: Scenario) -> None:
     assert all(pod["spec"]["nodeName"] != node for pod in job.pods().values())
     no_failures(job)
     wait_succeeded(job, timeout=300)
+    assert kept_since(job, seen) == {"lost-worker-0": 0}, "the survivor's container restarted"
     assert_trained_consistently(job)
 
 
@@ -462,6 +483,7 @@ def test_the_hpa_scales_a_job_on_its_training_throughput(
         )
         wait_stepping(job, 3, timeout=120)
         no_failures(job)
+        assert not any(restart_counts(job).values()), "a scale-up restarted a container"
     job.stop_watching()
     measured = record_replica_changes(job, scenario.rescales)
     assert [m.cause for m in measured][-1].endswith("->3")

@@ -20,6 +20,7 @@ from kubernetes import client
 
 from autoscaler.api import coordinates as c
 from autoscaler.clients.kube import JOBS, Kube
+from autoscaler.engine.config import EngineConfig
 from autoscaler.observability.decision_log import read_decision_log
 from tests.e2e.ft_measure import Resize as FtResize
 from tests.e2e.measure import Event, Rescale, first_full_step
@@ -47,10 +48,13 @@ COLLECTIVE_TIMEOUT = float(example_argument("--collective-timeout"))
 # torch's defaults `last_call_timeout=30,keep_alive_interval=5,keep_alive_max_attempt=3`.
 RDZV_CONF_ENV = "AUTOSCALER_E2E_RDZV_CONF"
 RDZV_CONF = os.environ.get(RDZV_CONF_ENV, "")
-# The engine in seconds rather than minutes. A reading counts once the world re-formed and the
+# The engine in seconds rather than minutes, for test time: NOT the shipped defaults
+# (`engine_settings_changed` names each). A reading counts once the world re-formed and the
 # rate window holds only the new world's steps: settle >= the longest stall (~20 s) + the window
 # (6 s) + a margin; with 28 s, a reading that still held a restart once made 3 workers look
 # slower than 2, and the engine shrank the job back.
+ENGINE_INTERVAL = 2.0
+ENGINE_WINDOW = "6s"
 ENGINE_SETTLE = {
     "settle_seconds": 36,
     "cooldown_seconds": 36,
@@ -303,21 +307,58 @@ class Scenario:
         )
 
 
-@contextmanager
-def running_engine(
-    plane_kubeconfig: Path, *, namespace: str, prometheus_url: str, workdir: Path, **overrides: Any
-) -> Iterator[ServiceProcess]:
-    """`autoscaler engine` sizing one namespace's jobs every 2 s, capacity measured from Nodes."""
+def engine_settings(*, namespace: str, prometheus_url: str, workdir: Path) -> JSON:
+    """The e2e engine's configuration: one namespace, capacity measured from the Nodes."""
     config = engine_config(
         namespace=namespace,
         prometheus_url=prometheus_url,
         capacity={},
-        interval=2.0,
+        interval=ENGINE_INTERVAL,
         decision_log=workdir / "decisions.jsonl",
     )
-    config.pop("capacity")  # measured from the Nodes, as in production
-    config["prometheus"]["window"] = "6s"
+    config.pop("capacity")  # measured from the Nodes, as the shipped default does
+    config["prometheus"]["window"] = ENGINE_WINDOW
     config["settle"] = dict(ENGINE_SETTLE)
+    return config
+
+
+# What the e2e engine sets that does not shape a resize: where it looks and what it logs.
+NOT_RESIZING = ("namespaces", "prometheus.url", "decision_log")
+
+
+def engine_settings_changed() -> list[str]:
+    """Every e2e engine setting that differs from the shipped default, as `name e2e (shipped)`."""
+
+    def flat(tree: JSON, prefix: str = "") -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for key, value in tree.items():
+            if isinstance(value, dict) and value:
+                found |= flat(value, f"{prefix}{key}.")
+            else:
+                found[f"{prefix}{key}"] = value
+        return found
+
+    ours = flat(engine_settings(namespace="", prometheus_url="", workdir=Path()))
+    shipped = flat(EngineConfig().model_dump(mode="json"))
+    return [
+        f"{name} {value} (shipped {shipped[name]})"
+        for name, value in ours.items()
+        if name not in NOT_RESIZING and value != shipped[name]
+    ]
+
+
+def engine_settings_line() -> str:
+    return "e2e engine, for test time, not the shipped defaults: " + ", ".join(
+        engine_settings_changed()
+    )
+
+
+@contextmanager
+def running_engine(
+    plane_kubeconfig: Path, *, namespace: str, prometheus_url: str, workdir: Path, **overrides: Any
+) -> Iterator[ServiceProcess]:
+    """`autoscaler engine` sizing one namespace's jobs with `engine_settings` (and `overrides`)."""
+    config = engine_settings(namespace=namespace, prometheus_url=prometheus_url, workdir=workdir)
     config.update(overrides)
     with engine_process(
         config, kubeconfig=plane_kubeconfig, lease_namespace=namespace, workdir=workdir
@@ -340,6 +381,30 @@ def restart_counts(job: TrainingJob) -> dict[str, int]:
     return {
         name: sum(s.get("restartCount", 0) for s in pod["status"].get("containerStatuses", []))
         for name, pod in job.pods().items()
+    }
+
+
+@dataclass(frozen=True)
+class PodsSeen:
+    """A job's pods at one moment (uid, container restarts), to hold against a later moment."""
+
+    at: float
+    pods: dict[str, tuple[str, int]]
+
+
+def pods_seen(job: TrainingJob) -> PodsSeen:
+    at, uids = time.time(), {name: pod["metadata"]["uid"] for name, pod in job.pods().items()}
+    counts = restart_counts(job)
+    return PodsSeen(at, {name: (uid, counts.get(name, 0)) for name, uid in uids.items()})
+
+
+def kept_since(job: TrainingJob, seen: PodsSeen) -> dict[str, int]:
+    """The pods there both then and now (the same pod, by uid): container restarts since."""
+    now = pods_seen(job).pods
+    return {
+        name: count - seen.pods[name][1]
+        for name, (uid, count) in now.items()
+        if name in seen.pods and seen.pods[name][0] == uid
     }
 
 

@@ -1,9 +1,11 @@
 """The training scenarios' figures, computed from tables of training events."""
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.e2e import ft_measure
 from tests.e2e.measure import (
     NODE_LOST,
     Rescale,
@@ -14,7 +16,8 @@ from tests.e2e.measure import (
     summarise,
     worlds_between,
 )
-from tests.e2e.report import misses
+from tests.e2e.report import main, misses
+from tests.e2e.training import engine_settings_changed, engine_settings_line
 
 
 def ev(
@@ -51,14 +54,27 @@ RESTART = [
 
 
 def test_a_stall_ends_when_every_rank_of_the_new_world_stepped() -> None:
-    assert stall(RESTART, world=2, after=20) == 12
+    assert stall(RESTART, world=2, after=20, end=99) == 12
     assert first_full_step(RESTART, world=2, after=20) == 32
 
 
 def test_steps_of_the_old_world_never_end_a_stall() -> None:
     """Old processes stepping after the change are not the new world."""
-    assert stall(RESTART, world=2, after=2.5) == 29.5
-    assert stall(RESTART, world=3, after=20) is None
+    assert stall(RESTART, world=2, after=2.5, end=99) == 29.5
+
+
+@pytest.mark.parametrize(
+    ("world", "after", "end", "stalled"),
+    [
+        (3, 20, 99, 79),  # a world never formed: the scenario's end counts
+        (2, 31.5, 40, 8.5),  # rank 1 stepped, rank 0 never again: likewise
+    ],
+)
+def test_a_world_that_never_forms_stalls_until_the_end(
+    world: int, after: float, end: float, stalled: float
+) -> None:
+    events = [*RESTART, ev("start", 31.2, 5, 1, 2), ev("step", 31.6, 5, 1, 2, step=12)]
+    assert stall(events, world=world, after=after, end=end) == stalled
 
 
 def test_redone_steps_are_those_past_the_resumed_checkpoint() -> None:
@@ -90,13 +106,32 @@ def test_a_checkpoint_saved_but_not_logged_before_rank_0_stopped_is_the_newest()
     assert resumed_from_latest_checkpoint(untrained) == ["rank 0 resumed from 20, newest was 10"]
 
 
-def test_a_lost_node_is_reported_apart() -> None:
-    measured = [Rescale("j", "scale-up", 10.0, 1), Rescale("j", NODE_LOST, 40.0, 2)]
+def test_a_lost_node_is_reported_apart_with_its_target() -> None:
+    lost = Rescale("j", NODE_LOST, 40.0, 2, target_seconds=60.0)
+    measured = [Rescale("j", "scale-up", 10.0, 1), lost]
     summary = summarise(measured, lost_jobs=0)
     assert summary.line == (
         "e2e: rescales 1, median stall 10.0 s, max stall 10.0 s, lost jobs 0, steps redone 1"
     )
-    assert summary.node_lost_line == "e2e node lost: training again after 40.0 s"
+    assert summary.node_lost_line == (
+        "e2e node lost: training again after 40.0 s (target 60.0 s: the collective timeout plus"
+        " one re-form)"
+    )
+    assert NODE_LOST_MISS not in misses(summary)
+    late = summarise(
+        [*measured, Rescale("k", NODE_LOST, 61.0, 0, target_seconds=60.0)], lost_jobs=0
+    )
+    assert late.node_lost is not None
+    assert late.node_lost.stall_seconds == 61.0
+    assert NODE_LOST_MISS in misses(late)
+    assert NO_NODE_LOST in misses(summarise(measured[:1], lost_jobs=0))
+
+
+NODE_LOST_MISS = (
+    "the lost node's survivors trained again past the collective timeout plus a re-form"
+)
+NO_NODE_LOST = "the lost node was not measured"
+RECOVERED = Rescale("j", NODE_LOST, 45.0, 0, target_seconds=60.0)
 
 
 def test_a_multi_pod_scale_up_is_held_to_one_pod_scale_ups_to_the_same_world() -> None:
@@ -106,6 +141,7 @@ def test_a_multi_pod_scale_up_is_held_to_one_pod_scale_ups_to_the_same_world() -
         Rescale("j", "scale-up 3->4", 10.0, 0, pods_added=1, world=4),
         Rescale("j", "scale-up 2->4", 16.5, 0, pods_added=2, world=4),
         Rescale("j", "scale-up 1->3", 9.0, 0, world=3),  # a burst of writes: neither
+        RECOVERED,
     ]
     summary = summarise(measured, lost_jobs=0)
     assert summary.multi_pod_ratio == 1.5
@@ -114,7 +150,9 @@ def test_a_multi_pod_scale_up_is_held_to_one_pod_scale_ups_to_the_same_world() -
         " (ratio 1.50)"
     )
     assert misses(summary) == [MULTI_POD_MISS]
-    apart = summarise([measured[0], measured[3]], lost_jobs=0)  # no one-pod scale-up to 4
+    apart = summarise(
+        [measured[0], measured[3], RECOVERED], lost_jobs=0
+    )  # no one-pod scale-up to 4
     assert apart.scale_up_line == (
         "e2e scale-ups to one world size: several pods in one write none measured,"
         " one pod none measured"
@@ -144,7 +182,7 @@ def test_the_summary_line_and_its_targets(
         Rescale("j", "scale-up", s, redone if i == 0 else 0, pods_added=1 if i == 0 else 2, world=4)
         for i, s in enumerate(stalls)
     ]
-    summary = summarise(rescales, lost_jobs=lost)
+    summary = summarise([*rescales, RECOVERED], lost_jobs=lost)
     assert misses(summary) == missed
     if stalls == [10.0, 12.0, 13.0]:
         assert summary.line == (
@@ -168,3 +206,42 @@ def test_worlds_between_the_sizes_of_a_multi_pod_write(
 ) -> None:
     events = [{"event": "step", "time": time, "world": world} for time, world in steps]
     assert worlds_between(HISTORY, events) == found
+
+
+def test_every_engine_setting_that_differs_from_the_shipped_default_is_named() -> None:
+    changed = engine_settings_changed()
+    assert "settle.settle_seconds 36 (shipped 180.0)" in changed
+    assert "settle.cooldown_seconds 36 (shipped 180.0)" in changed
+    assert "interval_seconds 2.0 (shipped 30.0)" in changed
+    assert not any(name.startswith(("namespaces", "prometheus.url")) for name in changed)
+    assert engine_settings_line().endswith(", ".join(changed))
+
+
+def test_the_report_judges_both_lost_nodes_and_prints_their_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ft_lost = ft_measure.Resize(
+        job="f",
+        cause=ft_measure.NODE_LOST,
+        pause_seconds=9.0,
+        survivor_restarts=0,
+        target_seconds=4.1,
+    )
+    lighthouse = ft_measure.Resize(
+        job="f", cause=ft_measure.LIGHTHOUSE_LOST, pause_seconds=30.0, survivor_restarts=2
+    )
+    rescales = [
+        Rescale("j", "scale-up 1->2", 8.0, 0, pods_added=1, world=4),
+        Rescale("j", "scale-up 2->4", 9.0, 0, pods_added=2, world=4),
+        Rescale("j", NODE_LOST, 70.0, 0, target_seconds=60.0),
+    ]
+    lines = [r.to_json() for r in [*rescales, ft_lost, lighthouse]]
+    report = tmp_path / "report.jsonl"
+    report.write_text("\n".join([*lines, '{"lost": 0}', '{"ft_lost_steps": 0}']) + "\n")
+    assert main([str(report)]) == 1
+    out, err = capsys.readouterr()
+    assert "e2e node lost: training again after 70.0 s (target 60.0 s" in out
+    assert "e2e-ft node lost: the survivors trained again after 9.0 s (target 4.1 s" in out
+    assert out.splitlines()[0] == engine_settings_line()
+    assert f"target missed: {NODE_LOST_MISS}" in err
+    assert "past their timeout plus a step" in err
