@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import tempfile
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -57,7 +58,17 @@ def exact_phi(samples: int = 20_000) -> float:
     return float(((stacked - mean) ** 2).sum(dim=1).mean() / mean.square().sum())
 
 
-def worker(rank: int, world: int, store: str, check: str, config: Config, out: str) -> None:
+@dataclass(frozen=True)
+class Run:
+    store: str
+    check: str
+    config: Config
+    out: str
+
+
+def worker(rank: int, job: Run) -> None:
+    store, check, config, out = job.store, job.check, job.config, job.out
+    world = config.replicas
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     net = model()
@@ -98,7 +109,7 @@ def worker(rank: int, world: int, store: str, check: str, config: Config, out: s
 def run(check: str, config: Config, out: str) -> None:
     with tempfile.TemporaryDirectory() as directory:
         store = os.path.join(directory, "store")
-        mp.spawn(worker, args=(config.replicas, store, check, config, out), nprocs=config.replicas)
+        mp.spawn(worker, args=(Run(store, check, config, out),), nprocs=config.replicas)
 
 
 CASES = {
