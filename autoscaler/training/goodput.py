@@ -8,14 +8,15 @@
         goodput.step()  # measures, sets the learning rate, steps, counts
     checkpoint["goodput"] = goodput.state_dict()
 
-The batch is chosen once, when the world forms (torchrun restarts every worker on a membership
-change): the local batch and accumulation steps that maximise goodput for the world's size under
-the step-time model fitted over the job's own observations (kept in `state_dict`). With
+The batch is chosen when the world forms (torchrun restarts every worker on a membership
+change) and again every `rechoose_every` steps as the noise grows: rank 0 picks the local batch
+and accumulation steps that maximise goodput for the world's size under the step-time model
+fitted over the job's own observations (kept in `state_dict`) and broadcasts them. With
 `adapt=False` the batch stays `spec.base_batch / world` per replica and only the statistics are
-measured and reported. The gradients are averaged over replicas and accumulation steps by the
-comm hook, so a script does not divide its loss by the accumulation steps. The optimizer's
-learning rates are taken as the base batch's; each step sets them to base x the declared rule's
-factor.
+measured and reported. The comm hook averages the gradients over replicas and accumulation
+steps, so a script does not divide its loss by the accumulation steps. The optimizer's learning
+rates are taken as the base batch's (kept in `state_dict`, so a restart does not scale scaled
+rates); each step sets them to base x the declared rule's factor.
 """
 
 # DDP checks the comm hook's annotations at run time: no `from __future__ import annotations`.
@@ -44,13 +45,17 @@ class Goodput:
         state: dict[str, Any] | None = None,
         adapt: bool = True,
         measure: bool = True,
+        rechoose_every: int = 100,
     ) -> None:
         self.ddp, self.optimizer, self.reporter = ddp, optimizer, reporter
         self.adaptation = Adaptation(spec, state)
         self.world, self.rank = int(dist.get_world_size()), int(dist.get_rank())
-        self._base_lrs = [group["lr"] for group in optimizer.param_groups]
+        saved = (state or {}).get("base_lrs")  # a loaded optimizer carries the scaled rates
+        self._base_lrs = saved or [group["lr"] for group in optimizer.param_groups]
+        self.adapt, self.rechoose_every = adapt, rechoose_every
+        self._steps = 0
         if adapt:
-            self.config = self.adaptation.choose(self.world)
+            self.config = self._choose(None)
         else:
             self.config = Config(self.world, max(spec.base_batch // self.world, 1), 0)
         self.norms = GradientNorms(self._mean) if measure else None
@@ -113,12 +118,23 @@ class Goodput:
         if self._last_step is not None:
             self.adaptation.record_step(self.config, now - self._last_step)
         self._last_step = now
+        self._steps += 1
+        if self.adapt and self._steps % self.rechoose_every == 0:
+            self.config = self._choose(self.config)
         if self.reporter is not None:
             self._report()
 
+    def _choose(self, current: Config | None) -> Config:
+        """Rank 0's choice, broadcast: every rank must run the same micro-steps, and each rank's
+        step times (which the fit uses) differ a little."""
+        chosen = self.adaptation.choose(self.world, current)
+        shape = torch.tensor([chosen.local_batch, chosen.accum_steps], dtype=torch.int64)
+        dist.broadcast(shape, src=0)
+        return Config(self.world, int(shape[0]), int(shape[1]))
+
     def state_dict(self) -> dict[str, Any]:
         """What the checkpoint keeps: the statistics, step times and progress (rank 0's)."""
-        return self.adaptation.state_dict()
+        return {**self.adaptation.state_dict(), "base_lrs": self._base_lrs}
 
     def _report(self) -> None:
         assert self.reporter is not None
