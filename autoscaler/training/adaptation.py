@@ -21,6 +21,7 @@ from autoscaler.goodput.batch import BatchLimits, best_batch
 from autoscaler.goodput.efficiency import GradientNoise, GradientStatsEstimator, efficiency
 from autoscaler.goodput.learning_rate import LrRule, lr_factor
 from autoscaler.goodput.step_time import StepObservation, StepTimeModel, fit, throughput
+from autoscaler.training import GoodputReport
 
 SWITCH_GAIN = 1.05  # re-choose only for 5 % more goodput (AdaptDL's hysteresis)
 
@@ -180,6 +181,20 @@ class Adaptation:
     def lr_factor(self, global_batch: int) -> float:
         """The learning rate's multiplier over the base batch's, by the declared rule."""
         return lr_factor(self.spec.lr_rule, self._noise_or_none_yet(), global_batch)
+
+    def report(self, config: Config) -> GoodputReport:
+        """What the job exports (the metrics contract's goodput gauges) while at `config`."""
+        noise = self.noise
+        return GoodputReport(
+            noise_scale=None if noise is None else noise.phi,
+            base_batch=self.spec.base_batch,
+            local_batch=config.local_batch,
+            accum_steps=config.accum_steps,
+            replicas=config.replicas,
+            max_local_batch=self.spec.max_local_batch,
+            max_global_batch=self.spec.max_global_batch,
+            step_seconds=self.step_seconds(),
+        )
 
     def advance(self, global_batch: int) -> float:
         """Count one step at `global_batch`; returns the progress it made, in samples at B0."""

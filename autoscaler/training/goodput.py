@@ -27,7 +27,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from autoscaler.training import GoodputReport, ThroughputReporter
+from autoscaler.training import ThroughputReporter
 from autoscaler.training.adaptation import Adaptation, Config, GoodputSpec
 from autoscaler.training.gradient_norms import GradientNorms
 
@@ -138,21 +138,9 @@ class Goodput:
 
     def _report(self) -> None:
         assert self.reporter is not None
-        spec, noise = self.adaptation.spec, self.adaptation.noise
         self.reporter.step(samples=self.local_batch * self.micro_steps)
         self.reporter.set_progress(self.progress)
-        self.reporter.set_goodput(
-            GoodputReport(
-                noise_scale=None if noise is None else noise.phi,
-                base_batch=spec.base_batch,
-                local_batch=self.local_batch,
-                accum_steps=self.config.accum_steps,
-                replicas=self.world,
-                max_local_batch=spec.max_local_batch,
-                max_global_batch=spec.max_global_batch,
-                step_seconds=self.adaptation.step_seconds(),
-            )
-        )
+        self.reporter.set_goodput(self.adaptation.report(self.config))
 
     def _hook(self, _: object, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
         """DDP's all-reduce of a bucket to its mean over replicas and accumulation steps, with
