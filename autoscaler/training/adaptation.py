@@ -14,6 +14,7 @@ restarted job keeps what it measured.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,8 +120,13 @@ class Adaptation:
         return self.estimator.noise(self.spec.base_batch) if self.estimator.ready else None
 
     def _noise_or_none_yet(self) -> GradientNoise:
-        """Before any measurement the noise counts as none: a large batch then gains nothing."""
-        return self.noise or GradientNoise(0.0, self.spec.base_batch)
+        """Before a finite measurement the noise counts as none: a large batch then gains
+        nothing (an early estimate of the true gradient's norm at or below 0 reads as infinite
+        noise, which would pick the largest batch)."""
+        noise = self.noise
+        if noise is None or not math.isfinite(noise.phi):
+            return GradientNoise(0.0, self.spec.base_batch)
+        return noise
 
     def measure(self, sample: NormSample, *, batch: int) -> None:
         """One step's gradient norms at global batch `batch`."""
@@ -186,7 +192,7 @@ class Adaptation:
         """What the job exports (the metrics contract's goodput gauges) while at `config`."""
         noise = self.noise
         return GoodputReport(
-            noise_scale=None if noise is None else noise.phi,
+            noise_scale=None if noise is None or not math.isfinite(noise.phi) else noise.phi,
             base_batch=self.spec.base_batch,
             local_batch=config.local_batch,
             accum_steps=config.accum_steps,

@@ -31,8 +31,9 @@ What this helper adds to torchft's Manager:
 - checkpoints from one group only (`training.checkpoint_due`), loaded by every group at start;
 - goodput (opt-in, `goodput=GoodputSpec(...)`): the gradient noise measured around the
   all-reduce, and at every quorum change the local batch and accumulation steps that maximise
-  goodput for the participants; each step is then yielded once per micro-batch (the gradients
-  are synchronised in the last), the learning rate follows the declared rule, and
+  goodput for the participants (and every `RECHOOSE_EVERY` steps); each step is then yielded
+  once per micro-batch (the gradients synchronised in the last), the learning rate follows the
+  declared rule, and
   `total_samples` counts samples at the base batch. The measurements travel with the state to a
   joining group and into the checkpoint; the step times are averaged over the participants (in
   the same tiny all-reduce as the norms), so every group fits the same model and picks the same
@@ -62,6 +63,9 @@ from autoscaler.training.batches import BatchMode, Step, plan_step, samples_done
 from autoscaler.training.gradient_norms import GradientNorms
 
 STOPPED_BY_SIGNAL = 128 + signal.SIGTERM
+# Goodput: steps between re-choices at an unchanged quorum (every group holds the same
+# measurements, so all choose alike).
+RECHOOSE_EVERY = 100
 
 
 @dataclass(frozen=True)
@@ -258,7 +262,8 @@ class FaultTolerantTraining:
         assert self.adaptation is not None
         assert self.model.norms is not None
         participants = self.manager.num_participants()
-        if self.config is None or self.config.replicas != participants:
+        due = self.manager.current_step() % RECHOOSE_EVERY == 0  # the noise grows in training
+        if self.config is None or self.config.replicas != participants or due:
             self.config = self.adaptation.choose(participants, self.config)
         rank = self.manager.participating_rank()
         self.model.norms.start(participants)

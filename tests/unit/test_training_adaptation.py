@@ -114,3 +114,13 @@ def test_the_step_time_is_the_mean_per_configuration() -> None:
 def test_bad_bounds_are_refused() -> None:
     with pytest.raises(ValueError, match="base_batch"):
         GoodputSpec(base_batch=8192, max_local_batch=256, max_global_batch=4096)
+
+
+def test_an_infinite_early_estimate_does_not_pick_the_largest_batch() -> None:
+    adaptation = Adaptation(SPEC)
+    adaptation.measure(NormSample(local_sqr=2.0, total_sqr=0.5, pieces=2), batch=128)  # sqr < 0
+    assert adaptation.noise is not None
+    assert adaptation.noise.phi == float("inf")
+    assert adaptation.choose(2).global_batch < SPEC.max_global_batch
+    assert adaptation.advance(512) == pytest.approx(128)
+    assert adaptation.report(Config(2, 64, 0)).noise_scale is None
