@@ -112,7 +112,8 @@ def load_checkpoint(
     state = torch.load(path, weights_only=True)
     model.load_state_dict(state["model"])
     optim.load_state_dict(state["optim"])
-    return {"step": int(state["step"]), "samples": int(state["samples"]), **state["extra"]}
+    extra = state.get("extra", {"goodput": None})  # written before goodput: none
+    return {"step": int(state["step"]), "samples": int(state["samples"]), **extra}
 
 
 def save_checkpoint(
