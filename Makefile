@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test test-unit e2e count-tests faults fuzz training-env bench-operator bench-scale bench-optimizer bench-sim lint format docs docs-site crd dashboards openapi lock testenv system-deps clean
+.PHONY: help demo test test-unit e2e count-tests faults fuzz training-env bench-operator bench-scale bench-optimizer bench-sim bench-goodput lint format docs docs-site crd dashboards openapi lock testenv system-deps clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -76,6 +76,9 @@ bench-scale: $(STAMP) system-deps testenv ## benchmark operator + engine: 5,000 
 
 bench-optimizer: $(STAMP) ## benchmark the allocation solver against scipy's MILP
 	$(BIN)/python -m benchmarks.bench_optimizer
+
+bench-goodput: training-env ## the gradient-noise measurement's cost on the e2e example's steps (ratio, target <= 1.03)
+	PYTHONPATH=. OMP_NUM_THREADS=1 "$$(testenv/torch.sh | tail -1)/bin/python" -m benchmarks.bench_goodput
 
 bench-sim: $(STAMP) ## the policies end to end on Pollux's and ITP traces, against the targets
 	$(BIN)/python -m benchmarks.bench_sim

@@ -40,12 +40,13 @@ PROGRESS_QUERY: Final = (
 GRADIENT_NOISE_SCALE: Final = "autoscaler_training_gradient_noise_scale"
 BASE_BATCH: Final = "autoscaler_training_base_batch_size"
 LOCAL_BATCH: Final = "autoscaler_training_local_batch_size"
-ACCUM_STEPS: Final = "autoscaler_training_accumulation_steps"
+ACCUM_STEPS: Final = "autoscaler_training_accumulation_steps"  # micro-steps past the 1st (0: none)
 REPLICAS: Final = "autoscaler_training_replicas"
 MAX_LOCAL_BATCH: Final = "autoscaler_training_max_local_batch_size"
 MAX_GLOBAL_BATCH: Final = "autoscaler_training_max_global_batch_size"
 # The job's mean step time at each configuration it has run (every incarnation: kept in its
-# checkpoint), labelled by that configuration; the engine fits the step-time model over these.
+# checkpoint), labelled by that configuration; the engine fits the step-time model over these,
+# counting every replica as a node of its own (one worker per pod), as the job does.
 STEP_SECONDS: Final = "autoscaler_training_step_seconds"
 LABEL_REPLICAS: Final = "replicas"
 LABEL_LOCAL_BATCH: Final = "local_batch"

@@ -17,6 +17,9 @@ TORCHFT=(torchft==0.2.0 opentelemetry-api==1.45.2 opentelemetry-sdk==1.45.2
   googleapis-common-protos==1.76.0 requests==2.34.2 urllib3==2.8.0 idna==3.20
   certifi==2026.10.19.post1 charset-normalizer==3.5.3)
 TORCHFT_STAMP=".${TORCHFT[0]}"
+# The goodput core's step-time fit (the `autoscaler.goodput` package) needs scipy, added likewise.
+SCIPY=scipy==1.17.1
+SCIPY_STAMP=".$SCIPY"
 PY=${PYTHON:-python3.11}
 OUT="${AUTOSCALER_TESTENV_CACHE:-$HOME/.cache/elastic-autoscaler}/train-torch-$TORCH-$($PY -c 'import sys; print("py%d.%d" % sys.version_info[:2])')"
 add_torchft() {
@@ -24,8 +27,14 @@ add_torchft() {
   "$OUT/bin/python" -c 'import torchft' >&2
   touch "$OUT/$TORCHFT_STAMP"
 }
+add_scipy() {
+  "$OUT/bin/pip" install --quiet --disable-pip-version-check "$SCIPY" >&2
+  "$OUT/bin/python" -c 'import scipy.optimize' >&2
+  touch "$OUT/$SCIPY_STAMP"
+}
 if [ -x "$OUT/bin/torchrun" ] && [ -f "$OUT/.complete" ]; then
   [ -f "$OUT/$TORCHFT_STAMP" ] || add_torchft
+  [ -f "$OUT/$SCIPY_STAMP" ] || add_scipy
   echo "$OUT"; exit 0
 fi
 avail_kb=$(df -Pk "$HOME" | awk 'NR==2{print $4}')
@@ -38,6 +47,7 @@ $PY -m venv "$OUT"
 "$OUT/bin/pip" install --quiet --disable-pip-version-check "torch==$TORCH" "prometheus-client==$PROM" "numpy==$NUMPY" >&2
 "$OUT/bin/python" -c 'import torch, torch.distributed as d; assert d.is_gloo_available()' >&2
 add_torchft
+add_scipy
 touch "$OUT/.complete"
 echo "torch.sh: torch $TORCH installed in $(( $(date +%s) - start ))s, $(du -sm "$OUT" | cut -f1) MB" >&2
 echo "$OUT"

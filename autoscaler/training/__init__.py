@@ -28,11 +28,13 @@ import re
 import socket
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+from autoscaler import metrics_contract as mc
 from autoscaler.metrics_contract import (
     DEFAULT_PORT,
     ENV_JOB_NAME,
@@ -74,6 +76,31 @@ def default_job_name(*, env: Mapping[str, str] = os.environ, hostname: str | Non
     return name
 
 
+_BATCH_GAUGES = {
+    mc.GRADIENT_NOISE_SCALE: "Gradient noise scale at the base batch (smoothed)",
+    mc.BASE_BATCH: "The job's base global batch",
+    mc.LOCAL_BATCH: "Samples per replica per micro-step in use",
+    mc.ACCUM_STEPS: "Gradient accumulation steps in use",
+    mc.REPLICAS: "Replicas in the step in use",
+    mc.MAX_LOCAL_BATCH: "Largest local batch the job declares",
+    mc.MAX_GLOBAL_BATCH: "Largest global batch the job declares",
+}
+
+
+@dataclass(frozen=True)
+class GoodputReport:
+    """What a goodput job reports each step (None: not known yet)."""
+
+    noise_scale: float | None
+    base_batch: int
+    local_batch: int
+    accum_steps: int
+    replicas: int
+    max_local_batch: int
+    max_global_batch: int
+    step_seconds: Mapping[tuple[int, int, int], float]  # (replicas, local, accum) -> seconds
+
+
 class ThroughputReporter:
     """A samples counter (and optional progress gauges) for one job on a registry of its own,
     served over HTTP."""
@@ -91,6 +118,16 @@ class ThroughputReporter:
         )
         self._total = Gauge(
             TOTAL, "Samples the whole job trains in all", labels, registry=self.registry
+        )
+        self._batch_gauges = {
+            name: Gauge(name, help_text, labels, registry=self.registry)
+            for name, help_text in _BATCH_GAUGES.items()
+        }
+        self._step_seconds = Gauge(
+            mc.STEP_SECONDS,
+            "Mean step seconds at a configuration the job has run",
+            [*labels, mc.LABEL_REPLICAS, mc.LABEL_LOCAL_BATCH, mc.LABEL_ACCUM_STEPS],
+            registry=self.registry,
         )
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
@@ -138,6 +175,25 @@ class ThroughputReporter:
         if not samples >= 0:
             raise ValueError(f"progress must be a number of samples >= 0, got {samples!r}")
         self._progress.labels(*self._labels).set(samples)
+
+    def set_goodput(self, report: GoodputReport) -> None:
+        """A goodput job's gradient statistics, batch in use and bounds, and its mean step time
+        at each configuration it has run (progress and total then count samples at B0)."""
+        values = {
+            mc.GRADIENT_NOISE_SCALE: report.noise_scale,
+            mc.BASE_BATCH: report.base_batch,
+            mc.LOCAL_BATCH: report.local_batch,
+            mc.ACCUM_STEPS: report.accum_steps,
+            mc.REPLICAS: report.replicas,
+            mc.MAX_LOCAL_BATCH: report.max_local_batch,
+            mc.MAX_GLOBAL_BATCH: report.max_global_batch,
+        }
+        for name, value in values.items():
+            if value is not None:
+                self._batch_gauges[name].labels(*self._labels).set(value)
+        for (replicas, local_batch, accum_steps), seconds in report.step_seconds.items():
+            labels = (*self._labels, str(replicas), str(local_batch), str(accum_steps))
+            self._step_seconds.labels(*labels).set(seconds)
 
     def stop(self) -> None:
         """Stop serving (the counter keeps its value)."""

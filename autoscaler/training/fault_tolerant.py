@@ -28,13 +28,23 @@ What this helper adds to torchft's Manager:
   step then does not commit anyway);
 - a clean stop on SIGTERM at a step boundary (exit status 143, as if the signal had killed it,
   so the operator treats it as the retryable stop it was);
-- checkpoints from one group only (`training.checkpoint_due`), loaded by every group at start.
+- checkpoints from one group only (`training.checkpoint_due`), loaded by every group at start;
+- goodput (opt-in, `goodput=GoodputSpec(...)`): the gradient noise measured around the
+  all-reduce, and at every quorum change the local batch and accumulation steps that maximise
+  goodput for the participants (and every `RECHOOSE_EVERY` steps); each step is then yielded
+  once per micro-batch (the gradients synchronised in the last), the learning rate follows the
+  declared rule, and
+  `total_samples` counts samples at the base batch. The measurements travel with the state to a
+  joining group and into the checkpoint; the step times are averaged over the participants (in
+  the same tiny all-reduce as the norms), so every group fits the same model and picks the same
+  batch.
 """
 
 import os
 import signal
 import socket
-from collections.abc import Callable, Iterator, Mapping
+import time
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -48,9 +58,14 @@ from torchft.optim import OptimizerWrapper
 from torchft.process_group import ProcessGroupDummy, ProcessGroupGloo
 
 from autoscaler import fault_tolerance as ft
+from autoscaler.training.adaptation import Adaptation, Config, GoodputSpec, NormSample
 from autoscaler.training.batches import BatchMode, Step, plan_step, samples_done
+from autoscaler.training.gradient_norms import GradientNorms
 
 STOPPED_BY_SIGNAL = 128 + signal.SIGTERM
+# Goodput: steps between re-choices at an unchanged quorum (every group holds the same
+# measurements, so all choose alike).
+RECHOOSE_EVERY = 100
 
 
 @dataclass(frozen=True)
@@ -96,6 +111,9 @@ class DistributedDataParallel(torch.nn.parallel.DistributedDataParallel):
         super().__init__(module, process_group=dummy, find_unused_parameters=True)
         self.manager = manager
         self.weight = 1.0
+        self.micro_steps = 1  # goodput: the accumulated gradient is their sum
+        self.norms: GradientNorms | None = None
+        self.participating = True
         self.register_comm_hook(self, _weighted_allreduce)
 
 
@@ -104,9 +122,13 @@ def _weighted_allreduce(
     ddp: DistributedDataParallel, bucket: torch.distributed.GradBucket
 ) -> torch.futures.Future[torch.Tensor]:
     buffer = bucket.buffer()
-    if ddp.weight != 1.0:
-        buffer.mul_(ddp.weight)
+    if ddp.weight != 1.0 or ddp.micro_steps != 1:
+        buffer.mul_(ddp.weight / ddp.micro_steps)
+    if ddp.norms is not None:  # a healing group's gradient is no piece: it counts as zero
+        ddp.norms.before(bucket.index(), buffer if ddp.participating else torch.zeros(1))
     ddp.manager.allreduce(buffer).wait()  # averages in place; a failure is recorded, not raised
+    if ddp.norms is not None:
+        ddp.norms.after(buffer)
     done: torch.futures.Future[torch.Tensor] = torch.futures.Future()
     done.set_result(buffer)
     return done
@@ -125,6 +147,7 @@ class FaultTolerantTraining:
         batch: BatchMode = "per-group",
         checkpoint: Path | None = None,
         checkpoint_every: int = 50,
+        goodput: GoodputSpec | None = None,
     ) -> None:
         if batch_size < 1 or checkpoint_every < 1:
             raise ValueError("batch_size and checkpoint_every must be positive")
@@ -133,6 +156,10 @@ class FaultTolerantTraining:
         self._module, self._inner = model, optimizer
         self._base_lrs = [group["lr"] for group in optimizer.param_groups]
         self._stop = False
+        self.adaptation = None if goodput is None else Adaptation(goodput)
+        self.config: Config | None = None  # goodput: the batch in use
+        self._last_commit: float | None = None  # goodput: the next step is timed from here
+        self._step_seconds = 0.0  # goodput: the previous step's, averaged over participants
         self.store = TCPStore(
             settings.address, settings.store_port, is_master=True, wait_for_workers=False
         )
@@ -157,6 +184,8 @@ class FaultTolerantTraining:
         )
         self.optimizer = OptimizerWrapper(self.manager, optimizer)
         self.model = DistributedDataParallel(self.manager, model)
+        if self.adaptation is not None:
+            self.model.norms = GradientNorms(self._mean_over_participants)
         self.resumed_from = self._load_checkpoint()
 
     @classmethod
@@ -174,6 +203,8 @@ class FaultTolerantTraining:
         return self._stop
 
     def samples_done(self) -> int:
+        if self.adaptation is not None:
+            return self.adaptation.samples
         return samples_done(
             number=self.manager.current_step(),
             batches_committed=self.manager.batches_committed(),
@@ -191,26 +222,86 @@ class FaultTolerantTraining:
         ends when the job has trained `total_samples` or a stop was asked for. `on_commit` gets
         the step and whether it committed; a committed step's `number` is then the job's number
         of it (a group that healed during the step took the number of the group it healed from)."""
-        while not self._stop and (total_samples is None or self.samples_done() < total_samples):
+        while not self._stop and not self._trained(total_samples):
             self.optimizer.zero_grad()  # starts the step's quorum
-            step = plan_step(
-                number=self.manager.current_step(),
-                batches_committed=self.manager.batches_committed(),
-                rank=self.manager.participating_rank(),
-                participants=self.manager.num_participants(),
-                batch_size=self.batch_size,
-                batch=self.batch,
-            )
-            self._weigh(step)
-            yield step
+            if self.adaptation is None:
+                step = plan_step(
+                    number=self.manager.current_step(),
+                    batches_committed=self.manager.batches_committed(),
+                    rank=self.manager.participating_rank(),
+                    participants=self.manager.num_participants(),
+                    batch_size=self.batch_size,
+                    batch=self.batch,
+                )
+                self._weigh(step)
+                yield step
+            else:
+                step = yield from self._micro_steps()
+            sample = None if self.model.norms is None else self.model.norms.take()
             committed = self.manager.should_commit()  # a healing group loads its state here
             if committed:
                 self._pace(step)
+                if self.adaptation is not None:
+                    self._adapt(sample)
                 self._inner.step()
                 step = replace(step, number=self.manager.current_step() - 1)
                 self._save_checkpoint_if_due(step)
             if on_commit is not None:
                 on_commit(step, committed)
+
+    def _trained(self, total_samples: float | None) -> bool:
+        if total_samples is None:
+            return False
+        if self.adaptation is not None:
+            return self.adaptation.progress >= total_samples
+        return self.samples_done() >= total_samples
+
+    def _micro_steps(self) -> Generator[Step, None, Step]:
+        """Goodput: the step's micro-batches at the batch chosen for the participants (chosen
+        again when they change); returns the step's last."""
+        assert self.adaptation is not None
+        assert self.model.norms is not None
+        participants = self.manager.num_participants()
+        due = self.manager.current_step() % RECHOOSE_EVERY == 0  # the noise grows in training
+        if self.config is None or self.config.replicas != participants or due:
+            self.config = self.adaptation.choose(participants, self.config)
+        rank = self.manager.participating_rank()
+        self.model.norms.start(participants)
+        self.model.micro_steps = self.config.micro_steps
+        self.model.participating = rank is not None
+        slot, local = rank or 0, self.config.local_batch
+        number, step = self.manager.current_step(), None
+        for micro in range(self.config.micro_steps):
+            self.model.require_backward_grad_sync = micro == self.config.accum_steps
+            first = self.adaptation.samples + (micro * participants + slot) * local
+            step = Step(number, first, local, participants, participating=rank is not None)
+            yield step
+        self.model.require_backward_grad_sync = True
+        assert step is not None
+        return step
+
+    def _adapt(self, sample: NormSample | None) -> None:
+        """Goodput, after a commit: the step's measurements, its learning rate and progress."""
+        assert self.adaptation is not None
+        assert self.config is not None
+        batch = self.config.global_batch
+        if sample is not None:
+            self.adaptation.measure(sample, batch=batch)
+        if self._last_commit is not None and self._step_seconds > 0:  # timed at this step's sync
+            self.adaptation.record_step(self.config, self._step_seconds)
+        self._last_commit = time.monotonic()
+        factor = self.adaptation.lr_factor(batch)
+        for group, base in zip(self._inner.param_groups, self._base_lrs, strict=True):
+            group["lr"] = base * factor
+        self.adaptation.advance(batch)
+
+    def _mean_over_participants(self, local: torch.Tensor) -> torch.Tensor:
+        """One all-reduce of the local squared norm and this step's seconds so far."""
+        seconds = 0.0 if self._last_commit is None else time.monotonic() - self._last_commit
+        packed = torch.stack([local, torch.tensor(seconds, dtype=torch.float64)])
+        self.manager.allreduce(packed).wait()
+        self._step_seconds = float(packed[1])
+        return packed[0]
 
     def close(self) -> None:
         """Leave the job: heartbeats stop, so the others drop this group after the timeout."""
@@ -224,7 +315,7 @@ class FaultTolerantTraining:
     def _pace(self, step: Step) -> None:
         """`per-group` batches: the learning rate follows the global batch (the linear rule).
         Set after the commit: a healing group's loaded optimizer state carries its sender's."""
-        if self.batch == "per-group":
+        if self.batch == "per-group" and self.adaptation is None:
             for group, base in zip(self._inner.param_groups, self._base_lrs, strict=True):
                 group["lr"] = base * step.participants
 
@@ -257,8 +348,16 @@ class FaultTolerantTraining:
         return int(self.manager.current_step())
 
     def _state(self) -> dict[str, Any]:
-        return {"model": self._module.state_dict(), "optim": self._inner.state_dict()}
+        state = {"model": self._module.state_dict(), "optim": self._inner.state_dict()}
+        if self.adaptation is not None:
+            config = None if self.config is None else list(self.config.key)
+            state["goodput"] = {**self.adaptation.state_dict(), "config": config}
+        return state
 
     def _load_state(self, state: dict[str, Any]) -> None:
         self._module.load_state_dict(state["model"])
         self._inner.load_state_dict(state["optim"])
+        if self.adaptation is not None and "goodput" in state:
+            goodput = state["goodput"]
+            self.adaptation = Adaptation(self.adaptation.spec, goodput)
+            self.config = None if goodput["config"] is None else Config(*goodput["config"])

@@ -16,6 +16,11 @@ intra-op thread (`OMP_NUM_THREADS=1`) a step of 128 images takes about 0.1 s on 
 when the job has trained `--total-samples` samples (every worker's, every incarnation's). With
 `--events FILE` every process appends JSON lines (start, resume, step, checkpoint, done) that
 tests measure stalls and redone steps from.
+
+Goodput (opt-in): with `--base-batch B0 --max-local-batch M --max-global-batch G` the script hands
+its steps to `autoscaler.training.goodput.Goodput`, which measures the gradient noise, picks the
+local batch and accumulation steps for the world it has, scales the learning rate by
+`--lr-rule`, and counts `--total-samples` in samples at B0 (`--batch-size` is then unused).
 """
 
 from __future__ import annotations
@@ -28,12 +33,15 @@ import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from autoscaler.training import ThroughputReporter
+from autoscaler.training.adaptation import GoodputSpec
+from autoscaler.training.goodput import Goodput
 
 CHECKPOINT = "checkpoint.pt"
 CLASSES = 4  # the brightest of an image's four quadrants
@@ -52,6 +60,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--collective-timeout", type=float, default=COLLECTIVE_TIMEOUT)
     parser.add_argument("--metrics-port", type=int, default=9400)
     parser.add_argument("--events", type=Path, default=None)
+    parser.add_argument("--base-batch", type=int, default=None, help="goodput: B0 (opt-in)")
+    parser.add_argument("--max-local-batch", type=int, default=512, help="goodput: per worker")
+    parser.add_argument("--max-global-batch", type=int, default=4096, help="goodput: per step")
+    parser.add_argument("--lr-rule", choices=["adascale", "sqrt", "linear"], default="adascale")
     return parser.parse_args()
 
 
@@ -92,24 +104,73 @@ def generated_batch(first_sample: int, size: int) -> tuple[torch.Tensor, torch.T
 
 def load_checkpoint(
     directory: Path, model: torch.nn.Module, optim: torch.optim.Optimizer
-) -> tuple[int, int]:
-    """The step and the job's samples trained to continue from: the checkpoint's, or zero."""
+) -> dict[str, Any]:
+    """The step, the job's samples trained and the goodput state to continue from."""
     path = directory / CHECKPOINT
     if not path.exists():
-        return 0, 0
+        return {"step": 0, "samples": 0, "goodput": None}
     state = torch.load(path, weights_only=True)
     model.load_state_dict(state["model"])
     optim.load_state_dict(state["optim"])
-    return int(state["step"]), int(state["samples"])
+    extra = state.get("extra", {"goodput": None})  # written before goodput: none
+    return {"step": int(state["step"]), "samples": int(state["samples"]), **extra}
 
 
 def save_checkpoint(
-    directory: Path, model: torch.nn.Module, optim: torch.optim.Optimizer, step: int, samples: int
+    directory: Path, model: torch.nn.Module, optim: torch.optim.Optimizer, **position: Any
 ) -> None:
+    """`position`: the step, the job's samples and the goodput state (None without)."""
     tmp = directory / f".{CHECKPOINT}.{PROCESS}.tmp"
     state = {"model": model.state_dict(), "optim": optim.state_dict()}
-    torch.save({**state, "step": step, "samples": samples}, tmp)
+    goodput = position.pop("goodput")
+    extra = {"goodput": None if goodput is None else goodput.state_dict()}
+    torch.save({**state, **position, "extra": extra}, tmp)
     os.replace(tmp, directory / CHECKPOINT)
+
+
+def plain_step(
+    ddp: DistributedDataParallel, optim: torch.optim.Optimizer, first: int, size: int
+) -> torch.Tensor:
+    inputs, labels = generated_batch(first, size)
+    loss = torch.nn.functional.cross_entropy(ddp(inputs), labels)
+    optim.zero_grad()
+    loss.backward()  # all-reduces the gradients across the world
+    optim.step()
+    return loss
+
+
+def with_goodput(
+    args: argparse.Namespace,
+    ddp: DistributedDataParallel,
+    optim: torch.optim.Optimizer,
+    reporter: ThroughputReporter | None,
+    state: dict[str, Any] | None,
+) -> Goodput:
+    """The opt-in: the base batch's learning rate, which Goodput scales at every step."""
+    for group in optim.param_groups:
+        group["lr"] = LEARNING_RATE * args.base_batch / args.batch_size
+    spec = GoodputSpec(args.base_batch, args.max_local_batch, args.max_global_batch, args.lr_rule)
+    return Goodput(ddp, optim, spec, reporter=reporter, state=state)
+
+
+def goodput_step(
+    goodput: Goodput, ddp: DistributedDataParallel, rank: int
+) -> tuple[torch.Tensor, dict[str, object]]:
+    """One step at the batch Goodput chose; its last loss and what the step event records."""
+    for micro in goodput.micro_batches():
+        inputs, labels = generated_batch(goodput.first_sample(micro, rank), goodput.local_batch)
+        loss = torch.nn.functional.cross_entropy(ddp(inputs), labels)
+        loss.backward()  # all-reduced in the last micro-step only
+    goodput.step()  # measures, sets the learning rate, steps, reports
+    noise = goodput.adaptation.noise
+    return loss, {
+        "progress": goodput.progress,
+        "global_batch": goodput.global_batch,
+        "local_batch": goodput.local_batch,
+        "accum_steps": goodput.config.accum_steps,
+        "lr": goodput.optimizer.param_groups[0]["lr"],
+        "phi": None if noise is None else noise.phi,
+    }
 
 
 def main() -> None:
@@ -129,36 +190,51 @@ def main() -> None:
     model = convnet()
     optim = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
     args.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    step, samples = load_checkpoint(args.checkpoint_dir, model, optim)
+    state = load_checkpoint(args.checkpoint_dir, model, optim)
+    step, samples = state["step"], state["samples"]
     for group in optim.param_groups:  # linear scaling: the global batch is world x batch
         group["lr"] = LEARNING_RATE * world
     resumed = step
+    ddp = DistributedDataParallel(model)
+    goodput = None
+    if args.base_batch is not None:
+        goodput = with_goodput(args, ddp, optim, reporter, state["goodput"])
+        samples = goodput.samples
     events("resume", from_step=step, samples=samples)
     if reporter is not None:
-        reporter.set_progress(samples)
-    ddp = DistributedDataParallel(model)
+        reporter.set_progress(samples if goodput is None else goodput.progress)
 
-    while samples < args.total_samples:
-        # This rank's shard of the global batch: the job's samples are trained in order.
-        inputs, labels = generated_batch(samples + rank * args.batch_size, args.batch_size)
-        loss = torch.nn.functional.cross_entropy(ddp(inputs), labels)
-        optim.zero_grad()
-        loss.backward()  # all-reduces the gradients across the world
-        optim.step()
+    def trained() -> bool:
+        if goodput is None:
+            return samples >= args.total_samples
+        return goodput.done(args.total_samples)  # in samples at B0
+
+    while not trained():
+        if goodput is None:
+            # This rank's shard of the global batch: the job's samples are trained in order.
+            loss = plain_step(ddp, optim, samples + rank * args.batch_size, args.batch_size)
+            samples += args.batch_size * world
+            if reporter is not None:
+                reporter.step(samples=args.batch_size * local_world)
+                reporter.set_progress(samples)
+            fields: dict[str, object] = {}
+        else:
+            loss, fields = goodput_step(goodput, ddp, rank)
+            samples = goodput.samples
         step += 1
-        samples += args.batch_size * world
-        if reporter is not None:
-            reporter.step(samples=args.batch_size * local_world)
-            reporter.set_progress(samples)
-        events("step", step=step, samples=samples, loss=round(loss.item(), 4))
+        events("step", step=step, samples=samples, loss=round(loss.item(), 4), **fields)
         if rank == 0 and step % args.checkpoint_every == 0:
-            save_checkpoint(args.checkpoint_dir, model, optim, step, samples)
+            save_checkpoint(
+                args.checkpoint_dir, model, optim, step=step, samples=samples, goodput=goodput
+            )
             events("checkpoint", step=step)
 
     # Only what this incarnation trained: a world re-formed after the last save (a scale-up
     # during the final barrier) resumes at the end and has nothing new to save.
     if rank == 0 and step > resumed and step % args.checkpoint_every != 0:
-        save_checkpoint(args.checkpoint_dir, model, optim, step, samples)
+        save_checkpoint(
+            args.checkpoint_dir, model, optim, step=step, samples=samples, goodput=goodput
+        )
         events("checkpoint", step=step)
     dist.barrier()  # nobody leaves before rank 0's last checkpoint is written
     events("done", step=step)

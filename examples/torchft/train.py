@@ -14,6 +14,9 @@ through `autoscaler.training.ThroughputReporter`. It ends when the job has train
 `--total-samples`. With `--events FILE` every process appends JSON lines: `start`, `commit`
 (every step: its number, participants, whether it committed, a hash of the parameters every
 `--hash-every` steps), `stop`, `done`.
+
+Goodput (opt-in): `--base-batch B0 --max-local-batch M --max-global-batch G` let the helper
+choose the batch at every quorum change and count `--total-samples` in samples at B0.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 import torch
 
 from autoscaler.training import ThroughputReporter
+from autoscaler.training.adaptation import GoodputSpec
 from autoscaler.training.batches import Step
 from autoscaler.training.fault_tolerant import STOPPED_BY_SIGNAL, FaultTolerantTraining
 
@@ -54,6 +58,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--metrics-port", type=int, default=9400)
     parser.add_argument("--events", type=Path, default=None)
     parser.add_argument("--hash-every", type=int, default=10, help="steps")
+    parser.add_argument("--base-batch", type=int, default=None, help="goodput: B0 (opt-in)")
+    parser.add_argument("--max-local-batch", type=int, default=512, help="goodput: per group")
+    parser.add_argument("--max-global-batch", type=int, default=4096, help="goodput: per step")
+    parser.add_argument("--lr-rule", choices=["adascale", "sqrt", "linear"], default="adascale")
     return parser.parse_args()
 
 
@@ -105,7 +113,13 @@ def main() -> int:
     reporter = ThroughputReporter.start(port=args.metrics_port, total_samples=args.total_samples)
     torch.manual_seed(0)  # every group starts from the same weights
     model = convnet()
-    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    goodput = None
+    if args.base_batch is not None:  # the opt-in: the learning rate given is the base batch's
+        goodput = GoodputSpec(
+            args.base_batch, args.max_local_batch, args.max_global_batch, args.lr_rule
+        )
+    lr = LEARNING_RATE if goodput is None else LEARNING_RATE * args.base_batch / args.batch_size
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     training = FaultTolerantTraining.from_pod(
         model,
         optimizer,
@@ -113,15 +127,31 @@ def main() -> int:
         batch=args.batch,
         checkpoint=args.checkpoint,
         checkpoint_every=args.checkpoint_every,
+        goodput=goodput,
     )
     training.stop_on_sigterm()
 
     def committed(step: Step, ok: bool) -> None:
         samples = training.samples_done()
-        if ok and step.participating:
-            reporter.step(samples=step.size)
-        reporter.set_progress(samples)
         fields: dict[str, object] = {"step": step.number, "participants": step.participants}
+        if training.adaptation is None:
+            if ok and step.participating:
+                reporter.step(samples=step.size)
+            reporter.set_progress(samples)
+        else:  # goodput: progress in samples at B0, the step's micro-batches
+            config = training.config
+            assert config is not None
+            if ok and step.participating:
+                reporter.step(samples=step.size * config.micro_steps)
+            reporter.set_progress(training.adaptation.progress)
+            reporter.set_goodput(training.adaptation.report(config))
+            noise = training.adaptation.noise
+            fields |= {
+                "progress": training.adaptation.progress,
+                "global_batch": config.global_batch,
+                "lr": optimizer.param_groups[0]["lr"],
+                "phi": None if noise is None else noise.phi,
+            }
         if ok and (step.number + 1) % args.hash_every == 0:
             fields["hash"] = parameters_hash(model)
         events("commit", ok=ok, healing=not step.participating, samples=samples, **fields)

@@ -1,0 +1,110 @@
+"""What measuring the gradient noise costs: the e2e example's steps with and without it.
+
+Two workers on loopback gloo train the e2e example's model and data (examples/elastic-training)
+at its per-worker batch of 128, one intra-op thread each, through `Goodput` twice over, on two
+copies of the model: once measuring (squared norms around the all-reduce, one tiny all-reduce)
+and once not (the same comm hook and step, no norms). Blocks of steps alternate between the two
+so that drift on a shared machine falls on both; the ratio of the mean step times is printed
+against the target (at most 3 % more). Run in the training environment (`make bench-goodput`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from autoscaler.training.adaptation import GoodputSpec
+from autoscaler.training.goodput import Goodput
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "elastic-training" / "train.py"
+WORKERS = 2
+BATCH = 128  # the example's per-worker batch
+BLOCKS = int(os.environ.get("BENCH_GOODPUT_BLOCKS", "10"))
+STEPS_PER_BLOCK = 10
+TARGET = 1.03
+
+
+def example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("elastic_training_example", EXAMPLE)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass(frozen=True)
+class Run:
+    store: str
+    out: str
+
+
+def worker(rank: int, run: Run) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", init_method=f"file://{run.store}", rank=rank, world_size=WORKERS
+    )
+    train = example()
+    goodput_spec = GoodputSpec(
+        base_batch=WORKERS * BATCH, max_local_batch=BATCH, max_global_batch=4096
+    )
+    arms = {}
+    for measure in (True, False):
+        torch.manual_seed(0)
+        model = train.convnet()
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        arms[measure] = Goodput(ddp, optimizer, goodput_spec, adapt=False, measure=measure)
+    seconds = {True: 0.0, False: 0.0}
+    for block in range(2 * BLOCKS + 2):
+        measure = block % 2 == 0
+        goodput = arms[measure]
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(STEPS_PER_BLOCK):
+            inputs, labels = train.generated_batch(goodput.first_sample(0, rank), BATCH)
+            torch.nn.functional.cross_entropy(goodput.ddp(inputs), labels).backward()
+            goodput.step()
+        dist.barrier()
+        if block >= 2:  # the first block of each arm warms up
+            seconds[measure] += time.perf_counter() - start
+    if rank == 0:
+        steps = BLOCKS * STEPS_PER_BLOCK
+        noise = arms[True].adaptation.noise
+        result = {
+            "with": seconds[True] / steps,
+            "without": seconds[False] / steps,
+            "phi": None if noise is None else noise.phi,
+        }
+        Path(run.out).write_text(json.dumps(result))
+    dist.destroy_process_group()
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as directory:
+        run = Run(os.path.join(directory, "store"), os.path.join(directory, "out.json"))
+        mp.spawn(worker, args=(run,), nprocs=WORKERS)
+        result = json.loads(Path(run.out).read_text())
+    ratio = result["with"] / result["without"]
+    steps = BLOCKS * STEPS_PER_BLOCK
+    print(f"gradient-noise measurement, {WORKERS} workers x batch {BATCH}, {steps} steps each way")
+    print(f"  step time without: {result['without'] * 1000:.1f} ms")
+    print(f"  step time with:    {result['with'] * 1000:.1f} ms  (phi at B0 {result['phi']:.0f})")
+    met = ratio <= TARGET
+    print(f"  ratio {ratio:.3f} (target <= {TARGET:.2f}): {'met' if met else 'MISSED'}")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""A goodput job, end to end: the e2e example with `--base-batch` as a torchrun PyTorchJob on the
+real control plane, resized by hand through /scale (1 -> 2 workers; the engine's goodput sizing
+is not part of this scenario). It checks the job's noise scale against an offline estimate from
+independent base-batch gradients at its weights along the run (within 25 %),
+that the global batch chosen at 2 workers is no smaller than at 1 and the learning rate follows
+AdaScale, that the progress in samples at B0 matches the sum of its steps' B x E(B) (within
+5 %), and that it succeeds once it has trained its declared statistical work."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from autoscaler import metrics_contract as mc
+from autoscaler.goodput.efficiency import GradientNoise, efficiency, gain
+from tests.e2e.training import Scenario, TrainingJob, wait_stepping, wait_succeeded
+from tests.support.controlplane import REPO_ROOT
+from tests.support.polling import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(900)]
+BASE = 64
+WORK = 24_000  # samples at B0
+LEARNING_RATE = 0.01 * BASE / 128  # the example's rate for B0
+GOODPUT = ["--base-batch=64", "--max-local-batch=256", "--max-global-batch=2048"]
+
+
+def goodput_manifest(job: TrainingJob) -> dict[str, object]:
+    manifest = job.manifest(replicas=1, low=1, high=2, total_samples=WORK)
+    container = manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    container["containers"][0]["command"] += GOODPUT
+    return manifest
+
+
+def rank0_steps(job: TrainingJob, world: int) -> list[dict[str, object]]:
+    return [
+        e for e in job.events() if e["event"] == "step" and e["rank"] == 0 and e["world"] == world
+    ]
+
+
+class Snapshots:
+    """Copies of the job's checkpoint as it is rewritten, for the offline estimate along the
+    run (the checkpoint is replaced atomically, so each copy is whole)."""
+
+    def __init__(self, job: TrainingJob) -> None:
+        self.source = job.workdir / "checkpoints" / "checkpoint.pt"
+        self.directory = job.workdir / "snapshots"
+        self.directory.mkdir()
+        self.copies: list[Path] = []
+        self._seen = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            try:
+                changed = self.source.stat().st_mtime
+                if changed != self._seen:
+                    copy = self.directory / f"{len(self.copies):05d}.pt"
+                    shutil.copyfile(self.source, copy)
+                    self._seen = changed
+                    self.copies.append(copy)
+            except FileNotFoundError:
+                continue
+
+    def stop(self) -> list[Path]:
+        self._stop.set()
+        self._thread.join()
+        return self.copies
+
+
+def evenly(paths: list[Path], count: int) -> list[Path]:
+    """`count` of `paths` spread over the run, the newest included."""
+    step = max(len(paths) // count, 1)
+    return sorted({*paths[::step][-count:], paths[-1]})
+
+
+def test_a_goodput_job_measures_its_noise_adapts_and_finishes_its_work(
+    scenario: Scenario, torch_env: Path
+) -> None:
+    scenario.nodes(2)
+    job = scenario.job("goodput")
+    job.create(goodput_manifest(job))
+    snapshots = Snapshots(job)
+    wait_stepping(job, 1, timeout=300)
+    wait_for(lambda: len(rank0_steps(job, 1)) >= 30, timeout=300, interval=1, what="30 steps")
+    scaled = job.scale(2)
+    wait_stepping(job, 2, after=scaled, timeout=300)
+    selector = f'{{{mc.LABEL_JOB_NAME}="goodput"}}'
+    phi_series = scenario.prometheus.wait_for_series(
+        mc.GRADIENT_NOISE_SCALE + selector, timeout=120
+    )
+    wait_succeeded(job, timeout=600)
+    copies = snapshots.stop()
+
+    one, two = rank0_steps(job, 1), rank0_steps(job, 2)
+    assert max(int(e["global_batch"]) for e in two) >= int(one[-1]["global_batch"])
+    for event in one + two:  # AdaScale: the base rate times the step's gain
+        if event["phi"] is not None and event["phi"] != float("inf"):
+            noise = GradientNoise(float(event["phi"]), BASE)
+            expected = LEARNING_RATE * gain(noise, int(event["global_batch"]))
+            assert float(event["lr"]) == pytest.approx(expected, rel=1e-6)
+
+    steps = sorted(one + two, key=lambda e: int(e["step"]))
+    counted = 0.0
+    for event in {int(e["step"]): e for e in steps}.values():
+        phi = event["phi"]
+        noise = GradientNoise(0.0 if phi in (None, float("inf")) else float(phi), BASE)
+        batch = int(event["global_batch"])
+        counted += batch * efficiency(noise, batch)
+    final = float(steps[-1]["progress"])
+    assert final == pytest.approx(counted, rel=0.05)
+    assert final >= WORK
+
+    measured = float(phi_series[0]["value"][1])
+    assert measured > 0
+    out = subprocess.run(
+        [
+            str(torch_env / "bin" / "python"),
+            "-m",
+            "benchmarks.goodput_phi",
+            str(BASE),
+            "100",
+            *map(str, evenly(copies, 8)),
+        ],
+        env={"PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    print(out.stdout, f"(the job gauge read during training: {measured:.1f})")
+    assert out.returncode == 0, out.stdout + out.stderr
