@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.ports import JobKey, ManagedJob
 from autoscaler.engine.state import JobState, Point, Step
+from autoscaler.policies.rounding import ceil_count, floor_count
 
 STARVATION_STEP = "starvation"  # the step of a resume the starvation bound forces
 
@@ -221,9 +222,9 @@ def _rate_limit(
 ) -> Step | None:
     current = job.replicas
     up = current + max(
-        config.scale_up_max_pods, math.ceil(current * config.scale_up_max_percent / 100)
+        config.scale_up_max_pods, ceil_count(current * config.scale_up_max_percent / 100)
     )
-    down = current - max(1, math.floor(current * config.scale_down_max_percent / 100))
+    down = current - max(1, floor_count(current * config.scale_down_max_percent / 100))
     if replicas > up:
         return Step(
             name="rate-limit",
