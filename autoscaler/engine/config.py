@@ -84,7 +84,8 @@ class SettleConfig(Strict):
     )
     max_rescales_per_round: PositiveInt | None = Field(
         default=50,
-        description="most jobs rescaled in one round, the rest in later ones; null = no limit",
+        description="most jobs rescaled in one round, the rest in later ones (a resume the"
+        " starvation bound forces always goes, first); null = no limit",
     )
     min_run_seconds: NonNegativeFloat = Field(
         default=600.0,
