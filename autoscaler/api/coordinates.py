@@ -59,7 +59,8 @@ ANNOTATION_TOTAL_SAMPLES: Final = f"{ENGINE_PREFIX}/total-samples"
 # The only worker counts the job may run at: "1,2,4,8" or "powers-of-two".
 ANNOTATION_ALLOWED_REPLICAS: Final = f"{ENGINE_PREFIX}/allowed-replicas"
 # The job's own samples/s as a PromQL template over metrics it already exports, for a script
-# without the training helper: `{namespace}`, `{name}` and `{window}` are filled in (escaped).
+# without the training helper: `{namespace}`, `{name}` and `{window}` are filled in (escaped);
+# confined to the job's namespace (autoscaler.engine.throughput_query).
 ANNOTATION_THROUGHPUT_QUERY: Final = f"{ENGINE_PREFIX}/throughput-query"
 ANNOTATION_STATE: Final = f"{ENGINE_PREFIX}/state"  # the engine's memory of the job (JSON)
 # "true": the engine may hold the job back (suspend it, 0 workers) while others run; "false" or

@@ -22,13 +22,17 @@ from autoscaler.cli.explain_command import UnknownJobError, add_explain_command
 from autoscaler.cli.operator_command import add_gang_scheduler_argument, add_operator_command
 from autoscaler.cli.pod_settings import SettingsError, add_pod_arguments, pod_settings
 from autoscaler.cli.simulate_command import add_simulate_command
+from autoscaler.clients.jobs import managed_job
 from autoscaler.clients.kubeconfig import KubeconfigError
+from autoscaler.controller import torchft
 from autoscaler.controller.builders import desired_objects
 from autoscaler.controller.gang import gang_scheduler
-from autoscaler.engine.config import ConfigError
+from autoscaler.engine.config import ConfigError, EngineConfig, load_config
+from autoscaler.engine.throughput_query import refusal
 from autoscaler.policies.registry import PolicyError
 
 USAGE_ERROR = 2
+ANNOTATION_PROBLEMS = 1
 EXAMPLE_JOB = "elastic-resnet.yaml"  # bundled in autoscaler.examples
 DEFAULT_NAMESPACE = "default"
 
@@ -62,18 +66,29 @@ def parser() -> argparse.ArgumentParser:
     manifests.add_argument("what", choices=["crd"], help="which manifest")
     manifests.set_defaults(command=print_manifests)
     for name, handler, text in (
-        ("validate", validate_files, "check job manifests as the API server would"),
+        (
+            "validate",
+            validate_files,
+            "check job manifests as the API server would, and their annotations as the"
+            " operator and the engine would",
+        ),
         ("render", render_files, "print every object the operator would create for the jobs"),
     ):
         sub = commands.add_parser(name, help=text)
         sub.add_argument("-f", "--filename", type=Path, required=True, action="append")
         sub.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
         sub.set_defaults(command=handler)
+        sub.add_argument(
+            "-n", "--namespace", default=DEFAULT_NAMESPACE, help="for jobs that name none"
+        )
+        if name == "validate":
+            sub.add_argument(
+                "--engine-config",
+                type=Path,
+                help="the engine's configuration file, for its settings on annotations",
+            )
         if name == "render":
             add_pod_arguments(sub)
-            sub.add_argument(
-                "-n", "--namespace", default=DEFAULT_NAMESPACE, help="for jobs that name none"
-            )
             add_gang_scheduler_argument(sub)
     add_operator_command(commands)
     add_engine_commands(commands)
@@ -94,9 +109,45 @@ def print_manifests(_: argparse.Namespace) -> int:
 
 
 def validate_files(args: argparse.Namespace) -> int:
+    """Schema errors end the command (exit 2); annotation problems are each printed (exit 1)."""
+    config = load_config(args.engine_config)
+    found = 0
     for job in valid_jobs(args.filename):
-        print(f"{job['kind'].lower()}/{job['metadata'].get('name', '')} is valid")
-    return 0
+        name = f"{job['kind'].lower()}/{job['metadata'].get('name', '')}"
+        problems = annotation_problems(job, namespace=args.namespace, config=config)
+        for problem in problems:
+            print(f"{name}: {problem}", file=sys.stderr)
+        found += len(problems)
+        if not problems:
+            print(f"{name} is valid")
+    return ANNOTATION_PROBLEMS if found else 0
+
+
+def annotation_problems(job: dict[str, Any], *, namespace: str, config: EngineConfig) -> list[str]:
+    """Every problem the operator or the engine would raise on the job's annotations (as an
+    Event or a condition), in the namespace the job would be created in."""
+    view = operator_view(job, namespace=namespace)
+    operator = [problem] if (problem := torchft.problem(view)) else []
+    metadata = {
+        **job.get("metadata", {}),
+        "namespace": view.metadata.namespace,
+        "creationTimestamp": "1970-01-01T00:00:00Z",  # not in a manifest; unused here
+    }
+    managed = managed_job({**job, "metadata": metadata})
+    if managed is None:  # not elastic: the engine never reads it
+        return operator
+    engine = list(managed.problems)
+    if managed.throughput_query is not None:
+        source = config.prometheus
+        refused = refusal(
+            managed.throughput_query,
+            namespace=managed.namespace,
+            name=managed.name,
+            window=source.window,
+            allowed_namespaces=source.job_query_namespaces,
+        )
+        engine += [refused] if refused else []
+    return operator + engine
 
 
 def render_files(args: argparse.Namespace) -> int:

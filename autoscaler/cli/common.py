@@ -172,7 +172,7 @@ def run_service(
         log.error("exiting: the lease was lost")
         os._exit(LEASE_LOST)
 
-    servers = _serve_endpoints(args, metrics=metrics, healthy=healthy)
+    servers = serve_endpoints(args, metrics=metrics, healthy=healthy)
     try:
         if elector_ is not None:
             elector_.run(stop, on_lost=on_lost)
@@ -188,7 +188,7 @@ def run_service(
     return 0
 
 
-def _serve_endpoints(
+def serve_endpoints(
     args: argparse.Namespace, *, metrics: ServiceMetrics, healthy: Callable[[], bool]
 ) -> list[ThreadingHTTPServer]:
     """/metrics with /healthz and /readyz; and controller-runtime's probe server, where /healthz

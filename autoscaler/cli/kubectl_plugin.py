@@ -110,9 +110,10 @@ def render_argv(args: argparse.Namespace, environ: Mapping[str, str]) -> list[st
 
 
 def validate_argv(args: argparse.Namespace, environ: Mapping[str, str]) -> list[str]:
-    # The global flags are accepted (kubectl users pass them out of habit) but change nothing:
-    # validation needs no cluster and no namespace.
-    return ["validate", *_filenames(args)]
+    # The cluster flags are accepted (kubectl users pass them out of habit) but change nothing:
+    # validation needs no cluster. `-n` is the namespace a job that names none is judged in.
+    namespace = _flag(args, "namespace")
+    return ["validate", *_filenames(args), *(["--namespace", namespace] if namespace else [])]
 
 
 def job_reference(job: str, namespace_flag: str | None) -> tuple[str | None, str]:

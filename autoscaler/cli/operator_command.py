@@ -84,20 +84,30 @@ def add_gang_scheduler_argument(sub: argparse.ArgumentParser) -> None:
     )
 
 
-def run_operator(args: argparse.Namespace) -> int:
-    configure_logging()
-    warn_not_honoured(args)
-    config = OperatorConfig(
+def operator_config(args: argparse.Namespace) -> OperatorConfig:
+    """What the reconcilers run with, from the flags (a bad template stops here)."""
+    return OperatorConfig(
         workers=args.workers,
         resync_seconds=args.resync_seconds,
         watch_timeout=args.watch_timeout_seconds,
         namespace=args.namespace or None,
-        pods=pod_settings(args),  # a bad template stops here, before any pod is built
+        pods=pod_settings(args),
         gang_scheduler_name=args.gang_scheduler_name,
         kueue=args.kueue,
     )
+
+
+def operator_kube(args: argparse.Namespace) -> Kube:
+    """The operator's client: the flags' kubeconfig, throttled at the flags' rate."""
     limiter = TokenBucket(args.kube_api_qps, args.kube_api_burst)
-    kube = Kube(api_client(kubeconfig=args.kubeconfig), limiter=limiter)
+    return Kube(api_client(kubeconfig=args.kubeconfig), limiter=limiter)
+
+
+def run_operator(args: argparse.Namespace) -> int:
+    configure_logging()
+    warn_not_honoured(args)
+    config = operator_config(args)  # before any pod is built
+    kube = operator_kube(args)
     metrics = operator_metrics()
     operator = Operator(kube, config=config, metrics=metrics)
 

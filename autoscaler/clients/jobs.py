@@ -12,7 +12,6 @@ from autoscaler.api import coordinates as c
 from autoscaler.api.defaults import default_bounds
 from autoscaler.api.quantity import parse_resources
 from autoscaler.api.timestamps import parse_timestamp
-from autoscaler.clients.prometheus import check_template
 from autoscaler.engine.ports import HpaCondition, HpaStatus, JobKey, ManagedJob, Owner
 
 JSON = Mapping[str, Any]
@@ -37,7 +36,9 @@ def managed_job(obj: JSON) -> ManagedJob | None:
     allowed, allowed_problem = allowed_replicas(
         annotations.get(c.ANNOTATION_ALLOWED_REPLICAS), low=low, high=high
     )
-    query, query_problem = throughput_query(annotations.get(c.ANNOTATION_THROUGHPUT_QUERY))
+    # The engine judges the job's own query (`autoscaler.engine.throughput_query`): with its
+    # settings, and holding the job when it refuses it.
+    query = annotations.get(c.ANNOTATION_THROUGHPUT_QUERY)
     # torchft mode: a resize pauses the survivors about a second and spends no torchrun restart.
     torchft = annotations.get(fault_tolerance.ANNOTATION) == fault_tolerance.TORCHFT
     may_hold, preemptible_problem = preemptible(annotations.get(c.ANNOTATION_PREEMPTIBLE))
@@ -76,9 +77,7 @@ def managed_job(obj: JSON) -> ManagedJob | None:
         allowed_replicas=allowed,
         throughput_query=query,
         problems=tuple(
-            problem
-            for problem in (total_problem, allowed_problem, query_problem, preemptible_problem)
-            if problem
+            problem for problem in (total_problem, allowed_problem, preemptible_problem) if problem
         ),
         preemptible=may_hold,
         suspended=bool((spec.get("runPolicy") or {}).get("suspend")),
@@ -194,23 +193,6 @@ def _held_since(text: str | None) -> datetime | None:
     except ValueError:
         log.warning("unreadable %s %r: held since the epoch", c.ANNOTATION_HELD_SINCE, text)
         return EPOCH
-
-
-MAX_QUERY_CHARS = 4096
-
-
-def throughput_query(text: str | None) -> tuple[str | None, str]:
-    """The job's own throughput query template, or None and why the annotation is ignored."""
-    if text is None:
-        return None, ""
-    name = c.ANNOTATION_THROUGHPUT_QUERY
-    if not text.strip() or len(text) > MAX_QUERY_CHARS:
-        return None, f"{name} must be a PromQL expression of 1 to {MAX_QUERY_CHARS} characters"
-    try:
-        check_template(text)
-    except ValueError as exc:
-        return None, f"{name}: {exc} (write PromQL's own braces as {{{{ and }}}}): ignored"
-    return text, ""
 
 
 def allowed_replicas(

@@ -11,7 +11,6 @@ error at once instead of each waiting for its own timeout.
 import logging
 import math
 import re
-import string
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +22,7 @@ from urllib3.util.retry import Retry
 
 from autoscaler import metrics_contract as contract
 from autoscaler.engine.ports import GradientReport, JobKey, ManagedJob, Progress, StepTime
+from autoscaler.engine.throughput_query import check_template, render_query
 from autoscaler.metrics_contract import (
     DEFAULT_QUERY_TEMPLATE,
     DEFAULT_WINDOW,
@@ -37,52 +37,17 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 5.0
 MAX_ERROR_CHARS = 500
-PLACEHOLDERS = frozenset({"namespace", "name", "window"})
 _DURATION = re.compile(r"(?:\d+(?:y|w|d|h|ms|m|s))+")
-_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 class TransportError(Exception):
     """Prometheus could not be reached or did not answer in time."""
 
 
-def escape_string(value: str) -> str:
-    """`value` as the contents of a PromQL double-quoted string literal (quotes not included).
-
-    Backslash, double quote and line breaks are escaped; other control characters become `\\xNN`.
-    """
-    return "".join(_escape_char(char) for char in value)
-
-
-def _escape_char(char: str) -> str:
-    if char in _ESCAPES:
-        return _ESCAPES[char]
-    if ord(char) < 0x20 or ord(char) == 0x7F:
-        return f"\\x{ord(char):02x}"
-    return char
-
-
-def check_template(template: str) -> None:
-    """Raise ValueError unless every field is a bare `{namespace}`, `{name}` or `{window}`."""
-    for _, field, spec, conversion in string.Formatter().parse(template):
-        if field is None:
-            continue
-        if field not in PLACEHOLDERS or spec or conversion:
-            raise ValueError(
-                f"query template field {{{field}}} is not one of {sorted(PLACEHOLDERS)}"
-            )
-
-
 def check_window(window: str) -> None:
     """Raise ValueError unless `window` is a PromQL duration such as `2m` or `1m30s`."""
     if not _DURATION.fullmatch(window):
         raise ValueError(f"window {window!r} is not a PromQL duration such as '2m'")
-
-
-def render_query(template: str, *, namespace: str, name: str, window: str) -> str:
-    return template.format(
-        namespace=escape_string(namespace), name=escape_string(name), window=window
-    )
 
 
 def parse_result(result: Any) -> float | None:

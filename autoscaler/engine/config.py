@@ -52,6 +52,11 @@ class PrometheusSource(Strict):
         description="PromQL with {namespace}, {name} (escaped) and {window}; None = default",
     )
     window: str = Field(default="2m", description="the template's {window}")
+    job_query_namespaces: list[str] | None = Field(
+        default=None,
+        description="the namespaces whose jobs may set their own throughput-query annotation"
+        " (confined to their namespace either way); null = every namespace, [] = none",
+    )
     timeout_seconds: PositiveFloat = Field(default=5.0, description="per query; a round waits once")
     bearer_token_file: Path | None = Field(default=None, description="re-read every round")
     verify_tls: bool = Field(default=True, description="CA bundle: $REQUESTS_CA_BUNDLE")
@@ -90,7 +95,8 @@ class SettleConfig(Strict):
     )
     max_rescales_per_round: PositiveInt | None = Field(
         default=50,
-        description="most jobs rescaled in one round, the rest in later ones; null = no limit",
+        description="most jobs rescaled in one round, the rest in later ones (a resume the"
+        " starvation bound forces always goes, first); null = no limit",
     )
     min_run_seconds: NonNegativeFloat = Field(
         default=600.0,

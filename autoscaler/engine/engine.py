@@ -53,6 +53,7 @@ from autoscaler.engine.settle import (
 )
 from autoscaler.engine.snapshot import pinned, snapshot
 from autoscaler.engine.state import DecisionRecord, JobState, PricedBatch, Step
+from autoscaler.engine.throughput_query import REFUSED, refusal
 from autoscaler.observability.decision_log import DecisionLog
 from autoscaler.observability.engine_metrics import EngineMetrics
 from autoscaler.policies.contract import Goodput, Policy, Snapshot
@@ -130,11 +131,18 @@ class Engine:
         if self.metrics:
             count_others(self.metrics, elastic)
         jobs = [job for job in elastic if _sized(job)]
-        self._warn_invalid(jobs)
-        readings = self._read(jobs, now=now)
+        refused = self._refused_queries(jobs)
+        self._warn_invalid(jobs, refused=refused)
+        readings = self._read(jobs, now=now, refused=refused)
         progress = self._progress(jobs, now=now)
         jobs = [_with_declared_total(job, progress.get(job.key)) for job in jobs]
         holds = self._observe(jobs, readings=readings, progress=progress, now=now)
+        for job in jobs:  # never sized on a query it may not run (a held-back job stays so)
+            if job.key in refused and not job.held_back:
+                why = f"{refused[job.key]}: keeping the count"
+                holds[job.key] = Step(
+                    name="hold", replicas=job.replicas, reason=REFUSED, message=why
+                )
         capacity = dict(
             self.config.capacity if self.config.capacity is not None else self.cluster.capacity()
         )
@@ -237,13 +245,30 @@ class Engine:
             batch=batch,
         )
 
-    def _warn_invalid(self, jobs: Sequence[ManagedJob]) -> None:
-        """A Warning for each job whose annotations are ignored, once per change of them."""
+    def _refused_queries(self, jobs: Sequence[ManagedJob]) -> dict[JobKey, str]:
+        """Why each job's own throughput query is refused, for the jobs whose query is."""
+        source = self.config.prometheus
+        found = {
+            job.key: refusal(
+                job.throughput_query,
+                namespace=job.namespace,
+                name=job.name,
+                window=source.window,
+                allowed_namespaces=source.job_query_namespaces,
+            )
+            for job in jobs
+            if job.throughput_query is not None
+        }
+        return {key: why for key, why in found.items() if why is not None}
+
+    def _warn_invalid(self, jobs: Sequence[ManagedJob], *, refused: Mapping[JobKey, str]) -> None:
+        """A Warning for each job whose annotations are ignored or refused, once per change."""
         for job in jobs:
-            if job.problems and self._problems.get(job.key) != job.problems:
-                message = "; ".join(job.problems)
+            problems = (*job.problems, *([refused[job.key]] if job.key in refused else []))
+            if problems and self._problems.get(job.key) != problems:
+                message = "; ".join(problems)
                 self.cluster.event(job, reason="InvalidAnnotation", message=message, warning=True)
-            self._problems[job.key] = job.problems
+            self._problems[job.key] = problems
 
     def _observe(
         self,
@@ -313,9 +338,12 @@ class Engine:
         result = settle(job, state, proposal=queued.proposal, held=held, now=now, config=config)
         return Settled(replicas=result.replicas, steps=(*queued.prefix, *result.steps))
 
-    def _read(self, jobs: Sequence[ManagedJob], *, now: datetime) -> dict[JobKey, float | None]:
-        try:
-            raw: Mapping[JobKey, float | None] = self.throughput.read(jobs, now=now)
+    def _read(
+        self, jobs: Sequence[ManagedJob], *, now: datetime, refused: Mapping[JobKey, str]
+    ) -> dict[JobKey, float | None]:
+        try:  # a refused query is never sent
+            run = [job for job in jobs if job.key not in refused]
+            raw: Mapping[JobKey, float | None] = self.throughput.read(run, now=now)
         except Exception:  # a broken source is an outage: hold everything, never crash
             log.exception("reading throughput failed; holding every job")
             raw = {}

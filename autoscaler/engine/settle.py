@@ -15,6 +15,7 @@ from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.ports import JobKey, ManagedJob
 from autoscaler.engine.recovery import recover, recovering, running_count
 from autoscaler.engine.state import JobState, Point, Step
+from autoscaler.policies.rounding import ceil_count, floor_count
 
 STARVATION_STEP = "starvation"  # the step of a resume the starvation bound forces
 
@@ -217,9 +218,9 @@ def _rate_limit(
 ) -> Step | None:
     current = job.replicas
     up = current + max(
-        config.scale_up_max_pods, math.ceil(current * config.scale_up_max_percent / 100)
+        config.scale_up_max_pods, ceil_count(current * config.scale_up_max_percent / 100)
     )
-    down = current - max(1, math.floor(current * config.scale_down_max_percent / 100))
+    down = current - max(1, floor_count(current * config.scale_down_max_percent / 100))
     if replicas > up:
         return Step(
             name="rate-limit",
@@ -293,8 +294,9 @@ def limit_rescales(
 ) -> dict[JobKey, Settled]:
     """At most `limit` rescales a round; the rest keep their counts until a later round.
     Scale-downs go first (they make the room other jobs wait for), then the jobs whose last
-    rescale (or start) is oldest. Before `fit_capacity`, so a scale-up that counted on a deferred
-    scale-down is undone there.
+    rescale (or start) is oldest. A resume the starvation bound forces is never deferred: it
+    takes its place first, and goes even past the limit. Before `fit_capacity`, so a scale-up
+    that counted on a deferred scale-down is undone there.
 
     Why a limit: every rescale restarts a training world, and costs the round 3-4 requests. At
     5,000 jobs a round that rescaled 4,000 at once spent 105 s writing (~6.6 ms a request on the
@@ -305,16 +307,24 @@ def limit_rescales(
     if limit is None or len(changing) <= limit:
         return dict(settled)
 
-    def turn(job: ManagedJob) -> tuple[bool, datetime, JobKey]:
+    def turn(job: ManagedJob) -> tuple[bool, bool, datetime, JobKey]:
         last = states[job.key].last_rescale if job.key in states else None
-        return settled[job.key].replicas > current(job), last or job.created, job.key
+        growing = settled[job.key].replicas > current(job)
+        return not forced(settled[job.key]), growing, last or job.created, job.key
 
     message = f"{len(changing)} jobs would rescale this round: at most {limit} do"
     result = dict(settled)
     for job in sorted(changing, key=turn)[limit:]:
+        if forced(settled[job.key]):
+            continue  # more forced resumes than the limit: all of them go
         step = Step(name="limit", replicas=current(job), reason="RescalesLimited", message=message)
         result[job.key] = Settled(replicas=current(job), steps=(*settled[job.key].steps, step))
     return result
+
+
+def forced(settled: Settled) -> bool:
+    """Whether the starvation bound forces this count (a resume no later step may undo)."""
+    return settled.steps[-1].name == STARVATION_STEP
 
 
 def fit_capacity(
@@ -332,8 +342,7 @@ def fit_capacity(
         (
             job
             for job in jobs
-            if result[job.key].replicas > current(job)
-            and result[job.key].steps[-1].name != STARVATION_STEP
+            if result[job.key].replicas > current(job) and not forced(result[job.key])
         ),
         key=lambda job: -_extra(job, result[job.key].replicas),
     )

@@ -16,6 +16,7 @@ from autoscaler.policies.contract import (
     Snapshot,
 )
 from autoscaler.policies.global_optimizer import GPU
+from autoscaler.policies.rounding import ceil_count
 from autoscaler.policies.speedup import current_count, job_curve
 from autoscaler.policies.throughput_model import EXPLORING, ThroughputModel
 
@@ -159,7 +160,7 @@ class HpaLike:
         message = f"scaling efficiency {efficiency:.2f} against a target of {target}"
         if abs(ratio - 1) <= self.config.tolerance:
             return Decision(job.namespace, job.name, current, "WithinTolerance", message)
-        wanted = min(max(math.ceil(current * ratio), job.min_replicas), job.max_replicas)
+        wanted = min(max(ceil_count(current * ratio), job.min_replicas), job.max_replicas)
         desired = nearest_allowed(job, wanted)
         reason = "ScaleUp" if desired > current else "ScaleDown" if desired < current else "AtLimit"
         return Decision(job.namespace, job.name, desired, reason, message)

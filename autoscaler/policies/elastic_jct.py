@@ -31,6 +31,7 @@ from autoscaler.policies.contract import (
     Snapshot,
 )
 from autoscaler.policies.global_optimizer import GPU
+from autoscaler.policies.rounding import floor_count
 from autoscaler.policies.speedup import (
     JobCurve,
     current_count,
@@ -198,7 +199,8 @@ def hesrpt_counts(jobs: Sequence[_Job], *, free: float) -> None:
     for job, share in zip(ordered, shares, strict=True):
         wanted = share * total / job.size if job.size > 0 else job.snapshot.max_replicas
         room = job.count + free / job.size if job.size > 0 else math.inf
-        target = nearest_allowed(job.snapshot, int(min(wanted, room, job.snapshot.max_replicas)))
+        count = floor_count(min(wanted, room, job.snapshot.max_replicas))
+        target = nearest_allowed(job.snapshot, count)
         if target > job.count:
             free -= (target - job.count) * job.size
             job.count = target

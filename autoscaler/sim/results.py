@@ -10,10 +10,10 @@
   from every instant at which either changed to the next.
 """
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from autoscaler.policies.rounding import ceil_count
 from autoscaler.sim.cluster import SimEvent
 from autoscaler.sim.profiles import Profile
 from autoscaler.sim.workload import WorkloadJob
@@ -104,7 +104,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     """Nearest-rank percentile of sorted `values` (None when empty)."""
     if not values:
         return None
-    rank = max(1, math.ceil(q / 100.0 * len(values)))
+    rank = max(1, ceil_count(q / 100.0 * len(values)))
     return values[rank - 1]
 
 

@@ -60,6 +60,7 @@ from torchft.process_group import ProcessGroupDummy, ProcessGroupGloo
 from autoscaler import fault_tolerance as ft
 from autoscaler.training.adaptation import Adaptation, Config, GoodputSpec, NormSample
 from autoscaler.training.batches import BatchMode, Step, plan_step, samples_done
+from autoscaler.training.files import write_atomically
 from autoscaler.training.gradient_norms import GradientNorms
 
 STOPPED_BY_SIGNAL = 128 + signal.SIGTERM
@@ -333,9 +334,8 @@ class FaultTolerantTraining:
             return
         assert self.checkpoint_path is not None
         state = {"user": self._state(), "torchft": self.manager.state_dict()}
-        tmp = self.checkpoint_path.with_name(f".{self.checkpoint_path.name}.{os.getpid()}.tmp")
-        torch.save(state, tmp)
-        os.replace(tmp, self.checkpoint_path)  # atomic: a kill mid-write leaves the old one
+        # atomic: a kill mid-write leaves the old one
+        write_atomically(self.checkpoint_path, lambda file: torch.save(state, file))
 
     def _load_checkpoint(self) -> int:
         """The committed step this group starts from: the checkpoint's, else 0; a group behind

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import threading
@@ -17,9 +18,13 @@ from pathlib import Path
 import pytest
 
 from autoscaler.clients.prometheus import PrometheusThroughput
+from autoscaler.engine.config import EngineConfig, PrometheusSource
+from autoscaler.engine.engine import Engine
 from autoscaler.engine.ports import JobKey, ManagedJob, Owner, Progress
 from autoscaler.metrics_contract import DEFAULT_QUERY_TEMPLATE
+from autoscaler.policies.global_optimizer import GlobalOptimizer, GlobalOptimizerConfig
 from autoscaler.training import ThroughputReporter
+from tests.support.memory_cluster import MemoryCluster, make_job
 from tests.support.polling import wait_for
 from tests.support.processes import free_port
 from tests.support.prometheus import PrometheusServer
@@ -264,3 +269,60 @@ def test_bearer_token_file_is_reread(
         source.close()
     assert seen == ["Bearer first", "Bearer rotated"]
     assert "FileNotFoundError" in source.last_errors[job.key]
+
+
+def test_job_queries_reaching_beyond_their_namespace_are_refused_and_the_jobs_held(
+    prometheus: PrometheusServer, fake_jobs: list[FakeJob]
+) -> None:
+    """Against the real Prometheus: each refused template would have read something there (the
+    other namespace's rate, a constant), yet the engine never sends it, warns, and holds the
+    job at its count; a template confined to the job's namespace is read as usual."""
+    train_a, train_b, _ = fake_jobs
+    ns_a, ns_b = train_a.job.namespace, train_b.job.namespace
+    series = "autoscaler_training_samples_total"
+    other = f'sum(rate({series}{{{{namespace="{ns_b}", job_name="train"}}}}[{{window}}]))'
+    refused = {
+        "reads-other": other,
+        "constant": "vector(1e9)",
+        "regex": f'sum(rate({series}{{{{namespace=~".+", job_name="train"}}}}[{{window}}]))',
+        "subquery": (
+            f'max_over_time(sum(rate({series}{{{{namespace="{{namespace}}", job_name="train"}}}}'
+            "[{window}]))[1m:1s])"
+        ),
+    }
+    own = f'sum(rate({series}{{{{namespace="{{namespace}}", job_name="train"}}}}[{{window}}]))'
+    for template in (other, "vector(1e9)", own):  # what each would have read
+        rendered = template.format(namespace=ns_a, name="x", window=WINDOW)
+        wait_for(lambda q=rendered: prometheus.query(q), timeout=30, interval=0.25, what=rendered)
+    jobs = {
+        name: dataclasses.replace(
+            make_job(name, replicas=2), namespace=ns_a, throughput_query=template
+        )
+        for name, template in {**refused, "own": own}.items()
+    }
+    cluster = MemoryCluster(jobs_={job.key: job for job in jobs.values()}, gpus=64.0)
+    source = PrometheusThroughput(url=prometheus.url, window=WINDOW)
+    config = EngineConfig(prometheus=PrometheusSource(url=prometheus.url, window=WINDOW))
+    engine = Engine(
+        cluster=cluster,
+        throughput=source,
+        policy=GlobalOptimizer(GlobalOptimizerConfig(restart_seconds=0)),
+        policy_name="p",
+        config=config,
+    )
+    try:
+        report = engine.run_once(now=NOW)
+    finally:
+        engine.close()
+        source.close()
+    assert source.queries == 2  # "own"'s query and the one progress query of all jobs
+    outcomes = {o.job.name: o for o in report.outcomes}
+    for name in refused:
+        assert outcomes[name].settled.reason == "ThroughputQueryRefused", name
+        assert cluster.jobs_[jobs[name].key].replicas == 2
+    # read, not refused (one round of a 2 s window: test_reads_each_jobs_rate checks precision)
+    assert outcomes["own"].observed == pytest.approx(train_a.rate, rel=0.5)
+    assert outcomes["own"].settled.reason != "ThroughputQueryRefused"
+    warned = {name for name, reason, warning in cluster.events if reason == "InvalidAnnotation"}
+    assert warned == set(refused)
+    assert all(warning for _, reason, warning in cluster.events if reason == "InvalidAnnotation")

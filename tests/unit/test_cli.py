@@ -178,3 +178,60 @@ def test_settings_the_operator_cannot_use_exit_2(
     assert result.returncode == 2
     assert result.stderr.startswith(f"error: {error}"), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def annotated(tmp_path: Path, annotations: dict[str, str], name: str = "job.yaml") -> Path:
+    job = yaml.safe_load((UPSTREAM / "echo.yaml").read_text())
+    job["metadata"]["annotations"] = annotations
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(job))
+    return path
+
+
+QUERY = "elastic-autoscaler.io/throughput-query"
+OWN_QUERY = 'sum(rate(x{{namespace="{namespace}", job_name="{name}"}}[{window}]))'
+
+
+@pytest.mark.parametrize(
+    ("annotations", "flags", "problems"),
+    [
+        ({QUERY: OWN_QUERY}, [], []),
+        ({QUERY: OWN_QUERY}, ["-n", "team-a"], []),
+        ({QUERY: "vector(1e9)"}, [], ["throughput-query: it reads no series"]),
+        (
+            {QUERY: 'sum(rate(x{{namespace="default"}}[1m]))'},
+            ["-n", "team-a"],
+            ['every selector must match namespace="team-a" exactly'],
+        ),
+        ({QUERY: 'rate(x{{namespace=~".+"}}[1m])'}, [], ["must match namespace="]),
+        (
+            {QUERY: 'max_over_time(rate(x{{namespace="{namespace}"}}[1m])[1h:1s])'},
+            [],
+            ["subqueries are refused"],
+        ),
+        ({QUERY: OWN_QUERY}, ["--engine-config", "{none}"], ["prometheus.job_query_namespaces"]),
+        (
+            {
+                "elastic-autoscaler.io/total-samples": "-3",  # the engine's
+                "elastic-autoscaler.io/fault-tolerance": "yes",  # the operator's
+            },
+            [],
+            ['fault-tolerance must be "torchft"', "total-samples '-3' is not a positive number"],
+        ),
+    ],
+)
+def test_validate_reports_every_annotation_problem_and_exits_1(
+    tmp_path: Path, annotations: dict[str, str], flags: list[str], problems: list[str]
+) -> None:
+    none = tmp_path / "engine.yaml"
+    none.write_text("prometheus: {job_query_namespaces: []}\n")
+    path = annotated(tmp_path, annotations)
+    result = run("validate", "-f", str(path), *[f.format(none=none) for f in flags])
+    assert result.returncode == (1 if problems else 0), result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == len(problems), result.stderr
+    for line, problem in zip(lines, problems, strict=True):
+        assert line.startswith("pytorchjob/elastic-example-echo: ")
+        assert problem in line
+    assert ("is valid" in result.stdout) is not problems
+    assert "Traceback" not in result.stderr

@@ -5,6 +5,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from autoscaler.policies import elastic_jct
 from autoscaler.policies.contract import Snapshot
 from autoscaler.policies.elastic_jct import fitted_exponent, hesrpt_shares
 from autoscaler.policies.speedup import JobCurve
@@ -116,6 +117,28 @@ def test_hesrpt_splits_the_cluster_by_size_rank(
     expected: dict[str, int],
 ) -> None:  # fmt: skip
     snapshot = Snapshot(capacity={GPU: gpus}, jobs=jobs_of(*specs, high=high))
+    assert {name: count for name, (count, _) in decide("hesrpt", snapshot).items()} == expected
+
+
+@pytest.mark.parametrize("delta", [-1e-12, 1e-12])
+@pytest.mark.parametrize(
+    ("specs", "gpus", "expected"),
+    [
+        # 1/4 of 8 GPUs: exactly 2
+        ([("small", SQRT, 100.0), ("large", SQRT, 1000.0)], 8, {"small": 6, "large": 2}),
+        # 1/9, 3/9, 5/9 of 9 GPUs: exactly 1, 3 and 5
+        ([("s", SQRT, 10.0), ("m", SQRT, 100.0), ("l", SQRT, 1000.0)], 9, {"s": 5, "m": 3, "l": 1}),
+    ],
+)
+def test_hesrpt_counts_do_not_hang_on_the_exponents_last_bits(
+    specs: list[tuple[str, dict[int, float], float]], gpus: int, expected: dict[str, int],
+    delta: float, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """The exponent's last bits depend on the BLAS kernel the processor selects: a share that
+    is a whole number of GPUs must give the same counts either side of it."""
+    snapshot = Snapshot(capacity={GPU: gpus}, jobs=jobs_of(*specs, high=8))
+    fitted = elastic_jct.fitted_exponent
+    monkeypatch.setattr(elastic_jct, "fitted_exponent", lambda curve: fitted(curve) + delta)
     assert {name: count for name, (count, _) in decide("hesrpt", snapshot).items()} == expected
 
 

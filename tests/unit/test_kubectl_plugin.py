@@ -152,9 +152,9 @@ CASES = [
         kubeconfig_env="{missing}",
     ),
     Case(
-        "validate-ignores-the-cluster-flags",
+        "validate-takes-the-namespace-ignores-the-other-cluster-flags",
         ["validate", "-f", ECHO, "-n", "x", "--context", "nope"],
-        ["validate", "-f", ECHO],
+        ["validate", "-f", ECHO, "--namespace", "x"],
     ),
 ]
 

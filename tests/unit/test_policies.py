@@ -231,6 +231,13 @@ def test_hpa_like(replicas: int, shape: str, expected: tuple[int, str]) -> None:
     assert decide("hpa-like", snapshot, tolerance=tolerance)["a"] == expected
 
 
+@pytest.mark.parametrize("target", [0.5 * (1 - 1e-12), 0.5, 0.5 * (1 + 1e-12)])
+def test_hpa_like_at_an_exact_ratio_does_not_hang_on_the_last_bits(target: float) -> None:
+    """Efficiency 1 against a target of 0.5: 2 workers want exactly 4, either side of it."""
+    snapshot = Snapshot(capacity={GPU: 8}, jobs=[job("a", replicas=2, throughput=table("linear"))])
+    assert decide("hpa-like", snapshot, target_efficiency=target)["a"] == (4, "ScaleUp")
+
+
 def test_unknown_config_keys_are_rejected_with_the_field() -> None:
     with pytest.raises(PolicyError, match=r"global-optimizer.*objektive.*Extra inputs"):
         build(find("global-optimizer"), {"objektive": {}})

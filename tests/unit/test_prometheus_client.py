@@ -9,15 +9,9 @@ from typing import Any
 
 import pytest
 
-from autoscaler.clients.prometheus import (
-    PrometheusThroughput,
-    check_template,
-    check_window,
-    escape_string,
-    parse_result,
-    render_query,
-)
+from autoscaler.clients.prometheus import PrometheusThroughput, check_window, parse_result
 from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.throughput_query import check_template, escape_string, render_query
 from autoscaler.metrics_contract import (
     DEFAULT_QUERY_TEMPLATE,
     DEFAULT_WINDOW,

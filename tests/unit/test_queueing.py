@@ -232,6 +232,38 @@ def test_a_held_back_job_counts_as_0_workers_for_the_limit_and_the_capacity() ->
     assert fit_capacity(jobs, settled, capacity={GPU: 6})[("ns", "waits")].replicas == 4
 
 
+FORCED = Step(name="starvation", replicas=2, reason="HeldTooLong", message="m")
+
+
+@pytest.mark.parametrize(
+    ("limit", "starving", "going"),
+    [
+        # scale-downs and suspensions sort first, yet the job at its bound resumes this round
+        (1, ["bound"], {"bound"}),
+        (2, ["bound"], {"bound", "down-old"}),
+        (3, ["bound"], {"bound", "down-old", "suspend"}),
+        (5, ["bound"], {"bound", "down-old", "suspend", "down-new", "up"}),
+        # more jobs at their bound than the limit: every one of them goes, nothing else
+        (1, ["bound", "bound-too"], {"bound", "bound-too"}),
+    ],
+)
+def test_a_resume_the_bound_forces_is_exempt_from_the_rescale_limit(
+    limit: int, starving: list[str], going: set[str]
+) -> None:
+    running = {"down-old": (4, 2), "down-new": (4, 2), "suspend": (4, 0), "up": (4, 6)}
+    jobs = [job(name=name, replicas=now) for name, (now, _) in running.items()]
+    settled = {("ns", name): Settled(replicas=to, steps=(wish(to),))
+               for name, (_, to) in running.items()}  # fmt: skip
+    for name in starving:
+        jobs.append(waiting(CONFIG.max_held_seconds, name=name))
+        settled[("ns", name)] = Settled(replicas=2, steps=(wish(0), FORCED))
+    states = {("ns", "down-new"): JobState(last_rescale=NOW - timedelta(minutes=10))}
+    result = limit_rescales(jobs, settled, states, limit=limit)
+    assert {key[1] for key, one in result.items() if one.reason != "RescalesLimited"} == going
+    for name in starving:
+        assert result[("ns", name)] == settled[("ns", name)]
+
+
 class Scripted:
     """Each job's count from a table the test changes between rounds."""
 
@@ -245,7 +277,7 @@ class Scripted:
 
 
 def _engine(
-    jobs: list[ManagedJob], policy: Scripted, *, max_held: float = 3600
+    jobs: list[ManagedJob], policy: Scripted, *, max_held: float = 3600, limit: int | None = 50
 ) -> tuple[Engine, MemoryCluster]:
     cluster = MemoryCluster(jobs_={j.key: j for j in jobs}, gpus=16.0)
     settle = SettleConfig(
@@ -254,6 +286,7 @@ def _engine(
         scale_down_stabilization_seconds=0,
         min_run_seconds=120,
         max_held_seconds=max_held,
+        max_rescales_per_round=limit,
     )
     config = EngineConfig(
         interval_seconds=30, settle=settle, policy=PolicySelection(timeout_seconds=5)
@@ -332,6 +365,35 @@ def test_the_engine_suspends_resumes_and_enforces_the_bound_with_events_and_metr
         ("resumed", "HeldTooLong"): 1.0,
     }
     assert engine.states[long.key].suspensions == 2
+
+
+def test_the_bound_holds_in_a_round_with_more_rescales_than_the_limit() -> None:
+    """Three scale-downs (which sort first) and a job at its bound, one rescale a round: the
+    held job is resumed in the round its bound falls due, the scale-downs wait."""
+    policy = Scripted({"long": 2, "a": 2, "b": 2, "c": 2})
+    jobs = [make_job(n, preemptible=n == "long") for n in ("long", "a", "b", "c")]
+    engine, cluster = _engine(jobs, policy, max_held=300, limit=1)
+    at = [START + timedelta(seconds=30 * i) for i in range(40)]
+    engine.run_once(now=at[0])
+    policy.counts["long"] = 0
+    engine.run_once(now=at[1])
+    suspended_at = cluster.jobs_[("ns", "long")].held_since
+    assert suspended_at is not None
+    due = suspended_at + timedelta(seconds=300)
+    rounds = iter(at[2:])
+    while (now := next(rounds)) < due:
+        engine.run_once(now=now)
+    assert cluster.jobs_[("ns", "long")].held_back
+    policy.counts |= {"a": 1, "b": 1, "c": 1}
+    writes = len(cluster.writes)
+    report = engine.run_once(now=now)
+    assert now == due
+    assert cluster.writes[writes:] == [("long", 1)]  # its minimum, whatever the policy says
+    reasons = {o.job.name: o.settled.reason for o in report.outcomes}
+    assert reasons == {
+        "long": "HeldTooLong", "a": "RescalesLimited", "b": "RescalesLimited",
+        "c": "RescalesLimited",
+    }  # fmt: skip
 
 
 def test_a_job_its_user_suspended_is_never_sized_nor_resumed() -> None:

@@ -78,26 +78,11 @@ QUERY = "elastic-autoscaler.io/throughput-query"
 OWN = 'sum(rate(my_images_total{{kubernetes_namespace="{namespace}", job="{name}"}}[{window}]))'
 
 
-@pytest.mark.parametrize(
-    ("text", "query", "problem"),
-    [
-        (OWN, OWN, ""),
-        (
-            "sum(rate(x{pod=~'{name}-.*'}[1m]))",
-            None,
-            "unexpected '{' in field name (write PromQL's own braces as {{ and }})",
-        ),
-        ('rate(x{{job="{job}"}}[1m])', None, "field {job} is not one of"),
-        ("   ", None, "must be a PromQL expression of 1 to 4096 characters"),
-        ("x" * 4097, None, "must be a PromQL expression of 1 to 4096 characters"),
-    ],
-)
-def test_a_job_may_declare_its_own_throughput_query(
-    text: str, query: str | None, problem: str
-) -> None:
+@pytest.mark.parametrize("text", [OWN, "vector(1e9)", "   "])
+def test_a_job_may_declare_its_own_throughput_query(text: str) -> None:
+    """Read as written: the engine judges it (tests/unit/test_throughput_query.py)."""
     found = pytorchjob({QUERY: text})
-    assert found.throughput_query == query
-    assert (problem in found.problems[0]) if problem else found.problems == ()
+    assert (found.throughput_query, found.problems) == (text, ())
 
 
 def test_no_power_of_two_within_the_bounds_is_a_problem() -> None:

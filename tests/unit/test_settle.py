@@ -171,6 +171,19 @@ def test_settle_steps(the_job: ManagedJob, wish: int, replicas: int, reason: str
     assert settled.steps[0] == proposal(wish)
 
 
+@pytest.mark.parametrize("slack", [1 - 1e-12, 1.0, 1 + 1e-12])
+def test_rate_limits_at_an_exact_share_do_not_hang_on_the_last_bits(slack: float) -> None:
+    """75 % of 4 workers is exactly 3 up, 25 % of 8 exactly 2 down, either side of it."""
+    config = CONFIG.model_copy(
+        update={"scale_up_max_percent": 75 * slack, "scale_down_max_percent": 25 * slack}
+    )
+    for the_job, wish, replicas in ((job(), 16, 7), (job(replicas=8, active=8), 1, 6)):
+        settled = settle(
+            the_job, fresh_state(), proposal=proposal(wish), held=None, now=NOW, config=config
+        )
+        assert settled.replicas == replicas
+
+
 def test_a_held_job_keeps_its_count_whatever_the_policy_wished() -> None:
     held = Step(name="hold", replicas=4, reason="RescaleCooldown", message="m")
     settled = settle(job(), fresh_state(), proposal=proposal(9), held=held, now=NOW, config=CONFIG)

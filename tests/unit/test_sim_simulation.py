@@ -147,6 +147,8 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile(values, 100) == 20.0
     assert percentile([7.0], 95) == 7.0
     assert percentile([], 95) is None
+    # 7 % of 100 is 7.000000000000001 in floats: still the 7th value, not the 8th
+    assert percentile([float(v) for v in range(1, 101)], 7) == 7.0
 
 
 def test_the_lower_bound_is_the_best_allowed_count_alone_without_restarts() -> None:

@@ -7,16 +7,22 @@ import logging
 import re
 import subprocess
 import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from autoscaler.cli import parser
-from autoscaler.cli.common import bind_address, go_bool
+from autoscaler.cli.common import bind_address, elector, go_bool, serve_endpoints
+from autoscaler.cli.operator_command import LEADER_ELECTION_ID, operator_config, operator_kube
 from autoscaler.cli.pod_settings import UPSTREAM_TEMPLATE_FILE, pod_settings
 from autoscaler.cli.upstream_flags import NOT_HONOURED, warn_not_honoured
+from autoscaler.clients.kube import Kube, api_client
 from autoscaler.controller.builders import InitContainers
+from autoscaler.observability.metrics import operator_metrics
 from tests.support.jobs import UPSTREAM
 
 HELP = UPSTREAM / "training-operator-v1.9.3" / "help.txt"
@@ -78,9 +84,145 @@ def test_every_flag_is_taken_with_upstreams_default(
         assert {k: v or None for k, v in given.items()} == {
             k: v or None for k, v in vars(defaults).items()
         }
-    else:  # a flag.Var without a default: accepted
-        value = {"enable-scheme": "pytorchjob"}.get(flag.name, "info")
-        assert operator_args(f"{flag}={value}")
+    else:  # a flag.Var without a default: taken as given
+        value, taken = {"enable-scheme": ("pytorchjob", ["PyTorchJob"])}.get(
+            flag.name, ("info", "info")
+        )
+        given = operator_args(f"{flag}={value}")
+        assert getattr(given, flag.name.replace("-", "_")) == taken
+        assert vars(given) != vars(defaults)
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:16443", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(KUBECONFIG)
+    return path
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> list[str]:
+    """The flags every run of the table gets: a kubeconfig of another server."""
+    path = tmp_path / "other-kubeconfig"
+    path.write_text(KUBECONFIG.replace("127.0.0.1:16443", "127.0.0.2:16444"))
+    return [f"--kubeconfig={path}"]
+
+
+def _kube(args: argparse.Namespace) -> Kube:
+    kube = operator_kube(args)
+    kube.api.close()  # no connection was opened: only the settings are read
+    return kube
+
+
+def _limits(args: argparse.Namespace) -> tuple[float, int]:
+    limiter = _kube(args).limiter
+    assert limiter is not None
+    return limiter.qps, limiter.burst
+
+
+def _elector(args: argparse.Namespace, kubeconfig: Path) -> tuple[bool, str]:
+    elector_ = elector(args, Kube(api_client(kubeconfig=str(kubeconfig))))
+    return (elector_ is not None, elector_.name if elector_ else "")
+
+
+def _served(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
+    """The addresses served and what each answers (200s), on loopback."""
+    metrics = operator_metrics()
+    servers = serve_endpoints(args, metrics=metrics, healthy=lambda: True)
+    try:
+        found = []
+        for server in servers:
+            host, port = server.server_address[:2]
+            paths = [
+                path
+                for path in ("/metrics", "/healthz", "/readyz")
+                if _status(f"http://{host}:{port}{path}") == 200
+            ]
+            found.append((str(host), paths))
+        return found
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+# Each honoured upstream flag at a value other than its default, and what the operator then
+# runs with: the reconcilers' config, the client, the Lease, the servers.
+EFFECTS: dict[str, tuple[list[str], Callable[..., object], object]] = {
+    "controller-threads": (["--controller-threads=4"], lambda a, k: operator_config(a).workers, 4),
+    "namespace": (["--namespace=team-a"], lambda a, k: operator_config(a).namespace, "team-a"),
+    "gang-scheduler-name": (
+        ["--gang-scheduler-name=volcano"],
+        lambda a, k: operator_config(a).gang_scheduler_name,
+        "volcano",
+    ),
+    "pytorch-init-container-image": (
+        ["--pytorch-init-container-image=mirror.local/busybox:1.36"],
+        lambda a, k: operator_config(a).pods.init.image,
+        "mirror.local/busybox:1.36",
+    ),
+    "pytorch-init-container-max-tries": (
+        ["--pytorch-init-container-max-tries=7"],
+        lambda a, k: operator_config(a).pods.init.max_tries,
+        7,
+    ),
+    "kube-api-qps": (["--kube-api-qps=5"], lambda a, k: _limits(a)[0], 5),
+    "kube-api-burst": (["--kube-api-burst=7"], lambda a, k: _limits(a)[1], 7),
+    "kubeconfig": (
+        ["--kubeconfig={kubeconfig}"],
+        lambda a, k: _kube(a).api.configuration.host,
+        "https://127.0.0.1:16443",
+    ),
+    "leader-elect": (["--leader-elect"], _elector, (True, LEADER_ELECTION_ID)),
+    "leader-election-id": (
+        ["--leader-elect", "--leader-election-id=mine"],
+        _elector,
+        (True, "mine"),
+    ),
+    "metrics-bind-address": (
+        ["--metrics-bind-address=127.0.0.1:0", "--health-probe-bind-address=0"],
+        lambda a, k: _served(a),
+        [("127.0.0.1", ["/metrics", "/healthz", "/readyz"])],
+    ),
+    "health-probe-bind-address": (
+        ["--metrics-bind-address=0", "--health-probe-bind-address=127.0.0.1:0"],
+        lambda a, k: _served(a),
+        [("127.0.0.1", ["/healthz", "/readyz"])],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EFFECTS))
+def test_every_honoured_flag_takes_effect(name: str, kubeconfig: Path, base: list[str]) -> None:
+    flags, effect, expected = EFFECTS[name]
+    argv = [flag.format(kubeconfig=kubeconfig) for flag in flags]
+    run = parser().parse_args(["operator", *base, *argv])
+    assert effect(run, kubeconfig) == expected
+    if name not in ("metrics-bind-address", "health-probe-bind-address"):  # defaults bind ports
+        assert effect(parser().parse_args(["operator", *base]), kubeconfig) != expected
+
+
+def test_the_effect_table_covers_every_honoured_flag() -> None:
+    honoured = {f.name for f in FLAGS} - {flag[2:] for flag in NOT_HONOURED} - {"enable-scheme"}
+    # the template file's effect: test_upstreams_default_template_file_is_optional_...
+    assert honoured - {"pytorch-init-container-template-file"} == set(EFFECTS)
 
 
 def test_leader_election_uses_upstreams_lease_name_and_is_off_by_default() -> None:
