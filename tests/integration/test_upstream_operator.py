@@ -4,13 +4,15 @@ PyTorchJob scheme enabled), and differential conformance of the two:
 
 - objects: each manifest is applied under upstream's operator, the same stored job is built by
   this operator's builders and created as a server-side dry run (so both go through the same API
-  server's defaulting), and the pods, services and HPAs are compared field by field;
+  server's defaulting), and the pods, services and HPAs of each side (upstream's listed by owner,
+  so an object only one side made is a difference) are compared field by field;
 - lifecycles: the same job is created in both namespaces and driven through the same steps (pod
   phases set through the API, as the kubelet would; suspend, `/scale`), and after each step the
   job's status (timestamps dropped), its pods and services are compared, and at the end the
-  kinds of Events each operator recorded on the job.
+  kinds of Events each operator recorded on the job with their distinct messages.
 
-Every difference must be one the PyTorchJob reference documents."""
+Every difference must be one a rule of tests/support/documented.py explains (its place and both
+values); a deliberately broken plan must show as undocumented."""
 
 import json
 import os
