@@ -17,7 +17,7 @@ so the two runs never share the cores). On the first, four phases:
 3. settle: wait until the queue is empty and nothing is written for a while;
 4. no-op resync: `Operator.resync()`, wait for one pass per job, count the writes (target 0).
 
-On the second, upstream's operator (kubeflow/training-operator v1.9.3, built by
+On the second, upstream's operator (kubeflow/training-operator v1.9.4, built by
 testenv/build-training-operator.sh), started by `tests/support/upstream_operator` as upstream
 installs it (only the PyTorchJob scheme, its validating webhook on job creates) with
 `--controller-threads` = `--operator-workers` and its `--kube-api-qps`/`--kube-api-burst` lifted

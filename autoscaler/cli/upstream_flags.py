@@ -1,5 +1,5 @@
-"""The flags of upstream's manager (kubeflow/training-operator v1.9.3,
-`cmd/training-operator.v1/main.go`, with controller-runtime v0.19's zap flags) that change
+"""The flags of upstream's manager (kubeflow/training-operator v1.9.4,
+`cmd/training-operator.v1/main.go`, with controller-runtime v0.24's zap flags) that change
 nothing here: accepted under the same names and defaults, so that upstream's manifests start the
 operator, and named in a warning at start. `--enable-scheme` is checked against what it runs."""
 

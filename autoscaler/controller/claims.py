@@ -1,5 +1,5 @@
 """Which pods and services a job owns, as upstream's `ClaimPods` and `ClaimServices` decide it
-(kubeflow/training-operator v1.9.3, `pkg/controller.v1/control/controller_ref_manager.go`):
+(kubeflow/training-operator v1.9.4, `pkg/controller.v1/control/controller_ref_manager.go`):
 orphans matching the job's selector are adopted, its own that no longer match are released, and
 what another controller owns is left alone. Pure: the runner sends the patches."""
 

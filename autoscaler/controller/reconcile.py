@@ -353,12 +353,13 @@ class _Planner:
         return limit == 0 and failed_now > failed_before
 
     def fail_job(self, why: str) -> None:
-        self.delete_everything()
-        self.delete_podgroup()
+        """Failed first, then cleaned up as a finished job, so `cleanPodPolicy` holds (upstream
+        v1.9.4; v1.9.3 deleted every pod whatever the policy)."""
         self.status.setdefault("completionTime", format_timestamp(self.now))
         message = f"Job {self.job.name} has failed because {why}"
         self.condition(cond.FAILED, "True", "Failed", message)
         self.event("Normal", cond.reason("Failed"), message)
+        self.finish()
 
     # -- pods and services, slot by slot --------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""docs/migrating.md, step by step, on a control plane that runs upstream v1.9.3 as its
+"""docs/migrating.md, step by step, on a control plane that runs upstream v1.9.4 as its
 manifests install it (its CRD, its validating webhook configuration, its manager with the
 PyTorchJob scheme): a job started under upstream carries on under this operator with the pods
 upstream made; upstream's webhook configuration, left behind, refuses every job until the guide's

@@ -571,7 +571,7 @@ def test_losing_worker_0_restarts_every_worker(cluster: Cluster) -> None:
 
 def test_backoff_limit_fails_the_job(cluster: Cluster) -> None:
     job = elastic_job("backoff", replicas=2)
-    job["spec"]["runPolicy"] = {"backoffLimit": 2}
+    job["spec"]["runPolicy"] = {"backoffLimit": 2, "cleanPodPolicy": "All"}
     cluster.create(job)
     cluster.wait_pods("backoff", names("backoff", "worker", 2))
     cluster.run_all("backoff")

@@ -1,4 +1,4 @@
-"""Upstream's own Deployment and RBAC (kubeflow/training-operator v1.9.3, `manifests/base/`,
+"""Upstream's own Deployment and RBAC (kubeflow/training-operator v1.9.4, `manifests/base/`,
 vendored in tests/fixtures/upstream) with only the image swapped for the project's: the real API
 server takes the RBAC, the container runs as the kubelet would start it (the image's `/manager`
 with the Deployment's arguments and environment, the ServiceAccount's token, its probes polled on
@@ -31,7 +31,7 @@ from tests.support.processes import http_get, log_tail, start_process, stop_proc
 from tests.support.training import Kubelet
 
 JSON = dict[str, Any]
-MANIFESTS = UPSTREAM / "training-operator-v1.9.3"
+MANIFESTS = UPSTREAM / "training-operator-v1.9.4"
 NS = "kubeflow"  # where upstream's standalone overlay (`namespace: kubeflow`) puts them
 UPSTREAM_IMAGE = "ghcr.io/kubeflow/training-v1/training-operator"
 POD = "training-operator-5d8f7c9b6-x2x7q"  # a name as the ReplicaSet would give it

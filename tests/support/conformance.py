@@ -1,13 +1,15 @@
 """What two operators made from one manifest, compared: the objects with names, uids, timestamps
 and the namespace normalised away; a job's status with its timestamps dropped and its namespace
 named alike; its Events as the set of their types and reasons. Each remaining difference is a
-path with both values."""
+path with both values. The comparison is a pure function of two recorded observations, so it
+can be run again on a recording (and on a deliberately broken one)."""
 
 import re
 from collections.abc import Iterable
 from typing import Any
 
 JSON = dict[str, Any]
+Difference = tuple[str, Any, Any]  # (where, ours, theirs)
 SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation")
 # When the operator wrote them, which no two runs share.
 STATUS_TIMES = ("startTime", "completionTime", "lastReconcileTime")
@@ -42,13 +44,20 @@ def normalised_status(status: JSON | None, namespace: str) -> JSON:
 
 
 def _renamed(text: str, namespace: str) -> str:
-    return re.sub(rf"\b{re.escape(namespace)}/", f"{NAMESPACE}/", text)
+    """`namespace` named `<namespace>` where it qualifies a name (`ns/name`, or `ns.name` as
+    upstream's `ExitedWithCode` writes it)."""
+    return re.sub(rf"\b{re.escape(namespace)}(/|\.(?=\w))", rf"{NAMESPACE}\1", text)
 
 
-def event_kinds(events: Iterable[JSON]) -> JSON:
-    """`type/reason` -> True for each distinct kind of Event: how often one was sent is left
-    out, as an event recorder folds repeats into one Event's count."""
-    return {f"{e.get('type')}/{e.get('reason')}": True for e in events}
+def event_kinds(events: Iterable[JSON], namespace: str) -> JSON:
+    """`type/reason` -> the distinct messages of that kind of Event, `namespace` named
+    `<namespace>`: how often one was sent is left out, as an event recorder folds repeats into
+    one Event's count."""
+    kinds: dict[str, set[str]] = {}
+    for e in events:
+        message = _renamed(e.get("message") or "", namespace)
+        kinds.setdefault(f"{e.get('type')}/{e.get('reason')}", set()).add(message)
+    return {kind: sorted(messages) for kind, messages in kinds.items()}
 
 
 def differences(ours: Any, theirs: Any, path: str = "") -> list[tuple[str, Any, Any]]:
@@ -90,3 +99,31 @@ def _key_of(items: list[Any], *lists: list[Any]) -> str | None:
         if named and all(len({i[key] for i in one}) == len(one) for one in lists):
             return key
     return None
+
+
+def objects_key(obj: JSON) -> str:
+    return f"{obj['kind']}/{obj['metadata']['name']}"
+
+
+def object_differences(ours: Iterable[JSON], theirs: Iterable[JSON]) -> list[Difference]:
+    """Differences of two sets of objects, each named `Kind/name`: an object only one side made
+    is one difference, its whole body against None."""
+    mine = {objects_key(o): normalised(o) for o in ours}
+    other = {objects_key(o): normalised(o) for o in theirs}
+    return [(path.removeprefix("."), a, b) for path, a, b in differences(mine, other)]
+
+
+def observed_differences(label: str, observation: JSON) -> list[Difference]:
+    """Every difference of one recorded case, each labelled with `label` (and the step): objects
+    `{"ours": [...], "theirs": [...]}`; lifecycles `{"steps": [[step, ours, theirs], ...],
+    "events": [ours, theirs]}`."""
+    if "steps" not in observation:
+        found = object_differences(observation["ours"], observation["theirs"])
+        return [(f"{label}: {p}", a, b) for p, a, b in found]
+    stepped = [
+        (f"{label} / {step}: {p}", a, b)
+        for step, ours, theirs in observation["steps"]
+        for p, a, b in differences(ours, theirs)
+    ]
+    ours, theirs = observation["events"]
+    return stepped + [(f"{label} / events: {p}", a, b) for p, a, b in differences(ours, theirs)]

@@ -44,7 +44,7 @@ from tests.support.processes import (
 )
 
 JSON = dict[str, Any]
-MANIFESTS = UPSTREAM / "training-operator-v1.9.3"
+MANIFESTS = UPSTREAM / "training-operator-v1.9.4"
 SECRET = "training-operator-webhook-cert"  # its --webhook-secret-name default
 SERVICE = "training-operator"  # its --webhook-service-name default
 WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"  # patch.yaml's name

@@ -1,5 +1,5 @@
 """Which pods and services a job claims: upstream's `ClaimObject` cases
-(kubeflow/training-operator v1.9.3, `pkg/controller.v1/control/controller_ref_manager.go`)."""
+(kubeflow/training-operator v1.9.4, `pkg/controller.v1/control/controller_ref_manager.go`)."""
 
 from typing import Any
 

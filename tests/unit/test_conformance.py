@@ -1,10 +1,24 @@
-"""The differential suite's comparison: what it normalises away and how it names differences."""
+"""The differential suite's comparison: what it normalises away, how it names differences, which
+of them the documented ones explain, and that a recorded run of the suite fails when this
+operator's side of it is deliberately broken."""
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.conformance import differences, event_kinds, normalised, normalised_status
+from tests.support.broken_plans import BREAKAGES, wrong_condition_reason
+from tests.support.conformance import (
+    differences,
+    event_kinds,
+    normalised,
+    normalised_status,
+    object_differences,
+    observed_differences,
+)
+from tests.support.controlplane import REPO_ROOT
+from tests.support.documented import DOCUMENTED, undocumented
 
 JSON = dict[str, Any]
 
@@ -115,7 +129,145 @@ def test_events_are_their_distinct_kinds() -> None:
         {"type": "Normal", "reason": "SuccessfulCreatePod"},
         {"type": "Warning", "reason": "PyTorchJobRestarting"},
     ]
-    assert event_kinds(events) == {
-        "Normal/SuccessfulCreatePod": True,
-        "Warning/PyTorchJobRestarting": True,
+    assert event_kinds(events, "ours") == {
+        "Normal/SuccessfulCreatePod": [""],
+        "Warning/PyTorchJobRestarting": [""],
     }
+
+
+def test_events_keep_their_distinct_messages_with_the_namespace_named_alike() -> None:
+    events = [
+        {"type": "Normal", "reason": "ExitedWithCode", "message": "Pod: ours.j-worker-1 exited"},
+        {"type": "Normal", "reason": "ExitedWithCode", "message": "Pod: ours.j-worker-1 exited"},
+        {"type": "Normal", "reason": "ExitedWithCode", "message": "Pod: ours.j-worker-0 exited"},
+    ]
+    assert event_kinds(events, "ours") == {
+        "Normal/ExitedWithCode": [
+            "Pod: <namespace>.j-worker-0 exited",
+            "Pod: <namespace>.j-worker-1 exited",
+        ]
+    }
+
+
+def pod(name: str, **spec: Any) -> JSON:
+    return {"kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def test_an_object_on_one_side_only_is_a_difference_either_way() -> None:
+    a, b = pod("j-worker-0"), pod("j-worker-1")
+    assert object_differences([a, b], [a]) == [("Pod/j-worker-1", normalised(b), None)]
+    assert object_differences([a], [a, b]) == [("Pod/j-worker-1", None, normalised(b))]
+
+
+RDZV = "last_call_timeout=3,keep_alive_interval=2,keep_alive_max_attempt=3"
+WHERE = "objects c: Pod/j-worker-0.spec.containers[pytorch].env[PET_RDZV_CONF]"
+
+
+@pytest.mark.parametrize(
+    ("found", "explained"),
+    [
+        ((WHERE, {"name": "PET_RDZV_CONF", "value": RDZV}, None), True),
+        ((WHERE, {"name": "PET_RDZV_CONF", "value": "last_call_timeout=3"}, None), False),
+        ((WHERE, {"name": "PET_RDZV_CONF", "value": RDZV + ",x=1"}, None), False),
+        ((WHERE, {"name": "PET_RDZV_CONF", "value": RDZV}, {"name": "PET_RDZV_CONF"}), False),
+        ((WHERE, None, {"name": "PET_RDZV_CONF", "value": RDZV}), False),  # the other direction
+        ((WHERE.replace("worker-0", "worker-0.x"), {"value": RDZV}, None), False),
+        # upstream's status-update Warning beside its restart one, only where a worker restarts
+        (
+            (
+                "lifecycle worker failed, OnFailure / events: .Warning/PyTorchJobRestarting",
+                ["job j is restarting because Worker replica(s) failed."],
+                [
+                    "PyTorchJob j is restarting because 1 Worker replica(s) failed.",
+                    "job j is restarting because Worker replica(s) failed.",
+                ],
+            ),
+            True,
+        ),
+        (
+            (
+                "lifecycle worker failed, Never / events: .Warning/PyTorchJobRestarting",
+                None,
+                ["PyTorchJob j is restarting because 1 Worker replica(s) failed."],
+            ),
+            False,
+        ),
+        (
+            (
+                "lifecycle worker failed, ExitCode permanent / events: .Warning/PyTorchJobRestarting",
+                ["job j is restarting because Worker replica(s) failed."],
+                None,
+            ),
+            False,
+        ),
+        # upstream's second create of an object it already made, never this operator's
+        (
+            (
+                "lifecycle Master+Worker / events: .Warning/FailedCreateService",
+                None,
+                ['Error creating: services "l-mw-worker-0" already exists'],
+            ),
+            True,
+        ),
+        (
+            (
+                "lifecycle Master+Worker / events: .Warning/FailedCreateService",
+                ['Error creating: services "l-mw-worker-0" already exists'],
+                None,
+            ),
+            False,
+        ),
+        (
+            (
+                "lifecycle Master+Worker / events: .Warning/FailedCreatePod",
+                None,
+                ['Error creating: pods "l-mw-worker-0" is forbidden: exceeded quota'],
+            ),
+            False,
+        ),
+    ],
+)
+def test_a_documented_difference_is_a_place_and_both_values(found: Any, explained: bool) -> None:
+    assert (undocumented([found]) == []) is explained
+
+
+def test_the_documented_differences_are_in_the_reference() -> None:
+    text = " ".join((REPO_ROOT / "docs" / "pytorchjob.md").read_text().split())
+    assert [k.words for k in DOCUMENTED if k.words not in text] == []
+
+
+# A run of tests/integration/test_upstream_operator.py, recorded with
+# AUTOSCALER_CONFORMANCE_RECORD=tests/fixtures/conformance/observed.json.
+OBSERVED: dict[str, JSON] = json.loads(
+    (Path(__file__).parents[1] / "fixtures" / "conformance" / "observed.json").read_text()
+)
+OBJECTS = [label for label in OBSERVED if label.startswith("objects ")]
+LIFECYCLES = [label for label in OBSERVED if label.startswith("lifecycle ")]
+
+
+def test_the_recorded_run_differs_only_as_documented() -> None:
+    assert len(OBJECTS) == 5
+    assert len(LIFECYCLES) == 11
+    found = [d for case, o in OBSERVED.items() for d in observed_differences(case, o)]
+    assert found != []
+    assert undocumented(found) == []
+
+
+@pytest.mark.parametrize("broken", BREAKAGES, ids=lambda b: b.__name__)
+def test_a_broken_plan_shows_as_undocumented(broken: Any) -> None:
+    caught = []
+    for case in OBJECTS:
+        observation = OBSERVED[case]
+        ours = broken(observation["ours"])
+        if ours != observation["ours"]:
+            found = observed_differences(case, {**observation, "ours": ours})
+            caught.append(undocumented(found) != [])
+    assert caught != []
+    assert all(caught)
+
+
+def test_a_wrong_condition_reason_shows_as_undocumented() -> None:
+    assert all(
+        undocumented(observed_differences(case, wrong_condition_reason(OBSERVED[case]))) != []
+        for case in LIFECYCLES
+    )

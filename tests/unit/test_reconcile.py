@@ -384,16 +384,28 @@ def test_foreign_hpa_is_left_alone_with_condition_and_event() -> None:
     assert again.writes == 0
 
 
-def test_backoff_limit_fails_the_job_and_removes_pods() -> None:
+EVERYTHING = {
+    ("Pod", "j-worker-0"),
+    ("Pod", "j-worker-1"),
+    ("Service", "j-worker-0"),
+    ("Service", "j-worker-1"),
+}
+
+
+@pytest.mark.parametrize(
+    ("clean_pod_policy", "deleted"),
+    [(None, set()), ("None", set()), ("Running", EVERYTHING), ("All", EVERYTHING)],
+)
+def test_backoff_limit_fails_the_job_then_cleans_up_as_its_policy_says(
+    clean_pod_policy: str | None, deleted: set[tuple[str, str]]
+) -> None:
+    """Upstream v1.9.4 fails the job before cleaning up, so `cleanPodPolicy` holds (v1.9.3
+    deleted every pod)."""
     restarted = {"containerStatuses": [{"name": "pytorch", "restartCount": 3}]}
     observed = Observed(pods=[pod(0, status=restarted), pod(1)], services=[service(0), service(1)])
-    result = plan(steady(job(run_policy={"backoffLimit": 3}), running(2)), observed, now=NOW)
-    assert set(result.delete) == {
-        ("Pod", "j-worker-0"),
-        ("Pod", "j-worker-1"),
-        ("Service", "j-worker-0"),
-        ("Service", "j-worker-1"),
-    }
+    policy = {"backoffLimit": 3, "cleanPodPolicy": clean_pod_policy}
+    result = plan(steady(job(run_policy=policy), running(2)), observed, now=NOW)
+    assert set(result.delete) == deleted
     assert types(result)[-1] == ("Failed", "True")
     assert result.status is not None
     assert (

@@ -1,6 +1,6 @@
 """`autoscaler operator` takes every flag of upstream's manager with its name and default: the
 flags as upstream's own binary lists them (`training-operator -help` of
-kubeflow/training-operator v1.9.3, in tests/fixtures/upstream)."""
+kubeflow/training-operator v1.9.4, in tests/fixtures/upstream)."""
 
 import argparse
 import logging
@@ -25,7 +25,7 @@ from autoscaler.controller.builders import InitContainers
 from autoscaler.observability.metrics import operator_metrics
 from tests.support.jobs import UPSTREAM
 
-HELP = UPSTREAM / "training-operator-v1.9.3" / "help.txt"
+HELP = UPSTREAM / "training-operator-v1.9.4" / "help.txt"
 FLAG = re.compile(r"^  -(?P<name>[\w-]+)(?: (?P<type>\w+))?$")
 DEFAULT = re.compile(r'\(default "?(?P<value>.*?)"?\)$')
 
