@@ -21,7 +21,7 @@ from tests.e2e.training import Scenario, TrainingJob, wait_stepping, wait_succee
 from tests.support.controlplane import REPO_ROOT
 from tests.support.polling import wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(900)]
+pytestmark = pytest.mark.timeout(900)
 BASE = 64
 WORK = 24_000  # samples at B0
 LEARNING_RATE = 0.01 * BASE / 128  # the example's rate for B0

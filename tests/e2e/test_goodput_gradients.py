@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.controlplane import REPO_ROOT
 
-pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 PROBE = REPO_ROOT / "tests" / "support" / "goodput_probe.py"
 
 
