@@ -317,8 +317,9 @@ def test_a_node_gone_silent_is_recovered_from(scenario: Scenario) -> None:
         assert "Recovering" in reasons(scenario, "lost", after=lost)
     assert all(pod["spec"]["nodeName"] != node for pod in job.pods().values())
     no_failures(job)
-    wait_succeeded(job, timeout=300)
+    # Before the success: the operator removes a finished job's pods (cleanPodPolicy).
     assert kept_since(job, seen) == {"lost-worker-0": 0}, "the survivor's container restarted"
+    wait_succeeded(job, timeout=300)
     assert_trained_consistently(job)
 
 
