@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from autoscaler import metrics_contract as contract
 from autoscaler.api import coordinates as c
 from autoscaler.observability.dashboards import DASHBOARDS
+from autoscaler.training import GoodputReport
 from tests.integration.test_engine import CURVES, GPU, gpu_job
 from tests.integration.test_operator import Cluster
 from tests.support import flaky_policy
@@ -37,7 +37,6 @@ from tests.support.prometheus import PrometheusServer
 from tests.support.training import (
     Kubelet,
     Trainer,
-    export_gradient_statistics,
     remove_jobs_and_pods,
 )
 
@@ -45,12 +44,17 @@ GRAFANA = REPO_ROOT / "deploy" / "grafana"
 JOBS = ("linear", "sublinear")
 PREEMPTIBLE = "sublinear"  # the policy holds it back now and then
 GOODPUT = "linear"  # reports gradient statistics: the engine sizes it by goodput
-GRADIENT_GAUGES = {
-    contract.GRADIENT_NOISE_SCALE: 400.0,
-    contract.BASE_BATCH: 32,
-    contract.MAX_LOCAL_BATCH: 128,
-    contract.MAX_GLOBAL_BATCH: 2048,
-}
+# A goodput job's report as the training helper exports it: one step time at a single rank.
+GRADIENT_REPORT = GoodputReport(
+    noise_scale=400.0,
+    base_batch=32,
+    local_batch=32,
+    accum_steps=0,
+    replicas=1,
+    max_local_batch=128,
+    max_global_batch=2048,
+    step_seconds={(1, 32, 0): 0.2},
+)
 GPUS = 6
 STEP = 1  # s, the query_range resolution
 # Grafana's own variables for a 1 s scrape interval and a 1 s step.
@@ -170,9 +174,7 @@ def test_every_dashboard_query_returns_data(
                 Trainer(kube_api, namespace=namespace, name=name, curve=CURVES[name])
             )
             if name == GOODPUT:
-                export_gradient_statistics(
-                    trainer.reporter, namespace=namespace, name=name, gauges=GRADIENT_GAUGES
-                )
+                trainer.reporter.set_goodput(GRADIENT_REPORT)
             prometheus.add_target(trainer.target, job="training")
             stack.callback(prometheus.remove_target, trainer.target, job="training")
         config = engine_config(

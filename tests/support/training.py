@@ -16,9 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from kubernetes import client
-from prometheus_client import Gauge
 
-from autoscaler import metrics_contract as contract
 from autoscaler.api import coordinates as c
 from autoscaler.training import ThroughputReporter
 
@@ -125,17 +123,3 @@ def gpu_node(api: client.ApiClient, *, gpus: int, resource: str = GPU) -> Iterat
         yield name
     finally:
         core.delete_node(name)
-
-
-def export_gradient_statistics(
-    reporter: ThroughputReporter, *, namespace: str, name: str, gauges: dict[str, float]
-) -> None:
-    """A goodput job's gauges (`metrics_contract` names to values) on the reporter's /metrics,
-    with one step time at a single rank, as the training helper exports them."""
-    labels = (contract.LABEL_NAMESPACE, contract.LABEL_JOB_NAME)
-    for metric, value in gauges.items():
-        Gauge(metric, metric, labels, registry=reporter.registry).labels(namespace, name).set(value)
-    step_labels = (*labels, contract.LABEL_REPLICAS, contract.LABEL_LOCAL_BATCH,
-                   contract.LABEL_ACCUM_STEPS)  # fmt: skip
-    steps = Gauge(contract.STEP_SECONDS, "step time", step_labels, registry=reporter.registry)
-    steps.labels(namespace, name, "1", "32", "0").set(0.2)
