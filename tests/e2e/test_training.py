@@ -348,7 +348,13 @@ def test_worker_0s_node_gone_silent_with_the_jobs_own_rendezvous_store(scenario:
     wait_stepping(job, 1, after=lost, timeout=180)
     # Reported with the other lost node (its own line in the summary), held to its own bound.
     alone = record(
-        job, scenario.rescales, cause=NODE_LOST, at=lost, world=1, limit=WORKER_0_LOST_BOUND
+        job,
+        scenario.rescales,
+        cause=NODE_LOST,
+        at=lost,
+        world=1,
+        limit=WORKER_0_LOST_BOUND,
+        target=TARGET_WORKER_0_LOST,
     )
     print(f"\nworker-0's node lost, own rendezvous store: trained again after {alone.stall_seconds} s"
           f" (bound {WORKER_0_LOST_BOUND:g} s)")  # fmt: skip
@@ -362,7 +368,8 @@ def test_worker_0s_node_gone_silent_with_the_jobs_own_rendezvous_store(scenario:
 
 
 # The survivor's collective timeout, one re-form, and 10 s for its agent to notice.
-WORKER_0_LOST_BOUND = math.inf if RDZV_CONF else COLLECTIVE_TIMEOUT + MAX_STALL + 10.0
+TARGET_WORKER_0_LOST = TARGET_NODE_LOST + 10.0
+WORKER_0_LOST_BOUND = math.inf if RDZV_CONF else TARGET_WORKER_0_LOST
 STORE_SAMPLES = 100_000  # the silent timeout, the release and the rejoin, with a margin
 
 
