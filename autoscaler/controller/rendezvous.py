@@ -13,24 +13,14 @@ re-form. A store that ends is replaced; its workers' agents fail their rendezvou
 
 from autoscaler.api import coordinates as c
 from autoscaler.api.models import JSON, PyTorchJob
-from autoscaler.controller.env import pytorch_container
 from autoscaler.controller.naming import job_labels, owner_reference
+from autoscaler.controller.side_pods import side_pod
 
 ANNOTATION = "elastic-autoscaler.io/rendezvous"
 STORE = "store"  # the one supported value
 STORE_TYPE = "rendezvous"  # its replica-type label: no Worker or Master slot counts it
 STATUS_KEY = "Rendezvous"  # its counts in status.replicaStatuses
 PORT = 29400  # torchrun's customary rendezvous port
-# Copied from the worker template, so the store can run where the workers can.
-POD_FIELDS = (
-    "imagePullSecrets",
-    "nodeSelector",
-    "tolerations",
-    "priorityClassName",
-    "securityContext",
-    "serviceAccountName",
-    "schedulerName",
-)
 # It holds a few keys per agent: torch's import is most of it.
 RESOURCES = {"requests": {"cpu": "50m", "memory": "128Mi"}}
 # A c10d TCPStore server that waits for nobody, then sleeps while it serves.
@@ -84,36 +74,17 @@ def store_labels(job: PyTorchJob) -> dict[str, str]:
 def desired_store_pod(job: PyTorchJob) -> JSON:
     worker = job.worker
     assert worker is not None
-    template = worker.template or {}
-    spec = template.get("spec") or {}
-    container = pytorch_container(template)
-    server = {
-        "name": "rendezvous",
-        "image": container.get("image"),
-        "command": ["python", "-c", SERVER, str(PORT)],
-        "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
-        "ports": [{"name": "rendezvous", "containerPort": PORT}],
-        "resources": RESOURCES,
-    }
-    if container.get("imagePullPolicy"):
-        server["imagePullPolicy"] = container["imagePullPolicy"]
-    pod_spec = {key: spec[key] for key in POD_FIELDS if key in spec}
-    pod_spec |= {
-        "containers": [server],
-        "restartPolicy": "Never",  # replaced, never restarted
-        "affinity": spread_from_workers(job, own=spec.get("affinity")),
-    }
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": store_name(job.name),
-            "namespace": job.metadata.namespace,
-            "labels": store_labels(job),
-            "ownerReferences": [owner_reference(job)],
-        },
-        "spec": pod_spec,
-    }
+    own = ((worker.template or {}).get("spec") or {}).get("affinity")
+    return side_pod(
+        job,
+        name=store_name(job.name),
+        role="rendezvous",
+        labels=store_labels(job),
+        command=["python", "-c", SERVER, str(PORT)],
+        port=PORT,
+        resources=RESOURCES,
+        affinity=spread_from_workers(job, own=own),
+    )
 
 
 def spread_from_workers(job: PyTorchJob, *, own: JSON | None) -> JSON:

@@ -12,23 +12,13 @@ restarted: it heals from the job's checkpoint.
 from autoscaler import fault_tolerance as ft
 from autoscaler.api import coordinates as c
 from autoscaler.api.models import JSON, PyTorchJob
-from autoscaler.controller.env import procs_per_node, pytorch_container, pytorch_port
+from autoscaler.controller.env import procs_per_node, pytorch_port
 from autoscaler.controller.naming import job_labels, owner_reference
+from autoscaler.controller.side_pods import side_pod
 
 LIGHTHOUSE_TYPE = "lighthouse"  # its replica-type label: no Worker or Master slot counts it
 STATUS_KEY = "Lighthouse"  # its counts in status.replicaStatuses
 ANNOTATION_LIGHTHOUSE_UID = "elastic-autoscaler.io/torchft-lighthouse-uid"
-# Copied from the worker template, so the lighthouse can run where the workers can.
-POD_FIELDS = (
-    "imagePullSecrets",
-    "nodeSelector",
-    "tolerations",
-    "affinity",
-    "priorityClassName",
-    "securityContext",
-    "serviceAccountName",
-    "schedulerName",
-)
 # It holds no model: torch's import and torchft's Rust server (about 250 MB resident, measured).
 LIGHTHOUSE_RESOURCES = {"requests": {"cpu": "50m", "memory": "256Mi"}}
 
@@ -92,34 +82,15 @@ def lighthouse_labels(job: PyTorchJob) -> dict[str, str]:
 
 
 def desired_lighthouse_pod(job: PyTorchJob) -> JSON:
-    worker = job.worker
-    assert worker is not None
-    template = worker.template or {}
-    spec = template.get("spec") or {}
-    container = pytorch_container(template)
-    lighthouse = {
-        "name": "lighthouse",
-        "image": container.get("image"),
-        "command": lighthouse_args(job),
-        "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
-        "ports": [{"name": "lighthouse", "containerPort": ft.LIGHTHOUSE_PORT}],
-        "resources": LIGHTHOUSE_RESOURCES,
-    }
-    if container.get("imagePullPolicy"):
-        lighthouse["imagePullPolicy"] = container["imagePullPolicy"]
-    pod_spec = {key: spec[key] for key in POD_FIELDS if key in spec}
-    pod_spec |= {"containers": [lighthouse], "restartPolicy": "Never"}  # replaced, never restarted
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": ft.lighthouse_name(job.name),
-            "namespace": job.metadata.namespace,
-            "labels": lighthouse_labels(job),
-            "ownerReferences": [owner_reference(job)],
-        },
-        "spec": pod_spec,
-    }
+    return side_pod(
+        job,
+        name=ft.lighthouse_name(job.name),
+        role="lighthouse",
+        labels=lighthouse_labels(job),
+        command=lighthouse_args(job),
+        port=ft.LIGHTHOUSE_PORT,
+        resources=LIGHTHOUSE_RESOURCES,
+    )
 
 
 def desired_lighthouse_service(job: PyTorchJob) -> JSON:
