@@ -157,6 +157,7 @@ def goodput_step(
     goodput: Goodput, ddp: DistributedDataParallel, rank: int
 ) -> tuple[torch.Tensor, dict[str, object]]:
     """One step at the batch Goodput chose; its last loss and what the step event records."""
+    taken = goodput.config  # the step may choose the next step's batch: record this one's
     for micro in goodput.micro_batches():
         inputs, labels = generated_batch(goodput.first_sample(micro, rank), goodput.local_batch)
         loss = torch.nn.functional.cross_entropy(ddp(inputs), labels)
@@ -165,9 +166,9 @@ def goodput_step(
     noise = goodput.adaptation.noise
     return loss, {
         "progress": goodput.progress,
-        "global_batch": goodput.global_batch,
-        "local_batch": goodput.local_batch,
-        "accum_steps": goodput.config.accum_steps,
+        "global_batch": taken.global_batch,
+        "local_batch": taken.local_batch,
+        "accum_steps": taken.accum_steps,
         "lr": goodput.optimizer.param_groups[0]["lr"],
         "phi": None if noise is None else noise.phi,
     }
