@@ -67,6 +67,7 @@ def messages(*patterns: str) -> Value:
 
 
 JOB = r"[a-z0-9-]+"
+ANY_CASE = r".+"  # a case name may hold a slash ("... through /scale")
 POD_ENV = rf"objects [^:]+: Pod/{JOB}-worker-\d+\.spec\.containers\[pytorch\]\.env"
 EVENTS = r"lifecycle {case} / events: \.{kind}"
 DEADLINE = r"lifecycle activeDeadlineSeconds / deadline passed, nothing else happened: "
@@ -132,7 +133,7 @@ DOCUMENTED: tuple[Known, ...] = (
         "it records on a job it deletes at the end of its TTL",
     ),
     Known(
-        EVENTS.format(case="[^/]+", kind="Warning/FailedCreatePod"),
+        EVENTS.format(case=ANY_CASE, kind="Warning/FailedCreatePod"),
         absent,
         lambda found: (
             isinstance(found, list)
@@ -145,7 +146,7 @@ DOCUMENTED: tuple[Known, ...] = (
         "once any one of its expectations is met",
     ),
     Known(
-        EVENTS.format(case="[^/]+", kind="Warning/FailedCreateService"),
+        EVENTS.format(case=ANY_CASE, kind="Warning/FailedCreateService"),
         absent,
         lambda found: (
             isinstance(found, list)

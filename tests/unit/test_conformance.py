@@ -211,6 +211,14 @@ WHERE = "objects c: Pod/j-worker-0.spec.containers[pytorch].env[PET_RDZV_CONF]"
         ),
         (
             (
+                "lifecycle scale up and down through /scale / events: .Warning/FailedCreateService",
+                None,
+                ['Error creating: services "l-scale-worker-2" already exists'],
+            ),
+            True,
+        ),
+        (
+            (
                 "lifecycle Master+Worker / events: .Warning/FailedCreateService",
                 ['Error creating: services "l-mw-worker-0" already exists'],
                 None,
