@@ -8,8 +8,8 @@ import pytest
 from autoscaler import fault_tolerance
 from autoscaler.api import coordinates as c
 from autoscaler.controller import kueue
+from autoscaler.controller.kueue_runtime import kueue_capped, with_queued_workers
 from autoscaler.controller.reconcile import Observed, plan
-from autoscaler.controller.runner import _with_queued_workers, kueue_capped
 
 JSON = dict[str, Any]
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -296,7 +296,7 @@ def test_a_queued_scale_up_shows_on_the_job(
     admitted: dict[str, int], condition: str | None
 ) -> None:
     running = job(workers=4, suspend=False, elastic=True)
-    observed = _with_queued_workers(Observed(), running, admitted)
+    observed = with_queued_workers(Observed(), running, admitted)
     planned = plan(kueue_capped(running, admitted), observed, now=NOW)
     conditions = (planned.status or {}).get("conditions") or []
     found = next((x for x in conditions if x["type"] == c.CONDITION_QUOTA_ADMITTED), None)

@@ -16,14 +16,11 @@ from autoscaler.clients.kube import (
     NotFoundError,
     _translate,
 )
+from autoscaler.controller.adoption import AdoptionError
+from autoscaler.controller.expectations import EXPECTATION_TIMEOUT
 from autoscaler.controller.gang import PODGROUP_KIND
 from autoscaler.controller.reconcile import Observed, Plan
-from autoscaler.controller.runner import (
-    EXPECTATION_TIMEOUT,
-    AdoptionError,
-    Operator,
-    OperatorConfig,
-)
+from autoscaler.controller.runner import Operator, OperatorConfig
 from autoscaler.observability.metrics import CONTROLLER, UPSTREAM_OBJECT_COUNTERS
 from tests.support.jobs import echo_with, spec
 
