@@ -11,7 +11,7 @@ from typing import Any
 from autoscaler.api import coordinates as c
 from autoscaler.clients.informer import Informer, ObjectKey
 from autoscaler.clients.kube import WORKLOADS, ConflictError, Kube, NotFoundError
-from autoscaler.controller import kueue
+from autoscaler.controller import kueue, kueue_step, kueue_workload
 from autoscaler.controller.reconcile import Observed
 
 JSON = dict[str, Any]
@@ -62,7 +62,7 @@ class KueueRuntime:
         if self.caches is None:
             return False, None
         uid = job["metadata"].get("uid", "")
-        queued = kueue.Queued(
+        queued = kueue_workload.Queued(
             workloads=self.caches.workloads.indexed(uid),
             flavors={f["metadata"]["name"]: f for f in self.caches.flavors.items()},
             priorities=self.priorities(),
@@ -71,11 +71,11 @@ class KueueRuntime:
                 for w in self.caches.workload_priorities.items()
             },
         )
-        step = kueue.step(job, queued, now=self.clock())
+        step = kueue_step.step(job, queued, now=self.clock())
         self._apply(job, step, self.caches.workloads)
         return not step.holds, step.admitted
 
-    def _apply(self, job: JSON, step: kueue.Step, workloads: Informer) -> None:
+    def _apply(self, job: JSON, step: kueue_step.Step, workloads: Informer) -> None:
         namespace = job["metadata"]["namespace"]
         if step.job is not None:  # first: a conflict retries the pass from fresh caches
             self.jobs.apply("MODIFIED", self.kube.replace(step.job))

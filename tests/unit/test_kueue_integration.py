@@ -7,7 +7,7 @@ import pytest
 
 from autoscaler import fault_tolerance
 from autoscaler.api import coordinates as c
-from autoscaler.controller import kueue
+from autoscaler.controller import kueue, kueue_step, kueue_templates, kueue_workload
 from autoscaler.controller.kueue_runtime import kueue_capped, with_queued_workers
 from autoscaler.controller.reconcile import Observed, plan
 
@@ -110,17 +110,17 @@ def workload(
     return obj
 
 
-def step(job_: JSON, *workloads: JSON, **queued: Any) -> kueue.Step:
-    observed = kueue.Queued(
+def step(job_: JSON, *workloads: JSON, **queued: Any) -> kueue_step.Step:
+    observed = kueue_workload.Queued(
         workloads=list(workloads), flavors={"pool-a": FLAVOR}, priorities={"high": 100}, **queued
     )
-    return kueue.step(job_, observed, now=NOW)
+    return kueue_step.step(job_, observed, now=NOW)
 
 
 def test_an_unlabelled_job_is_none_of_its_business() -> None:
     unlabelled = job(suspend=False)
     del unlabelled["metadata"]["labels"][c.LABEL_KUEUE_QUEUE_NAME]
-    assert step(unlabelled) == kueue.Step()
+    assert step(unlabelled) == kueue_step.Step()
 
 
 def test_a_new_job_is_suspended_before_anything_else() -> None:
@@ -159,7 +159,7 @@ def test_a_torchft_jobs_lighthouse_counts_in_its_workload() -> None:
     assert (lighthouse["name"], lighthouse["count"]) == ("lighthouse", 1)
     [container] = lighthouse["template"]["spec"]["containers"]
     assert container["resources"] == {"requests": {"cpu": "50m", "memory": "256Mi"}}
-    assert kueue.wanted(torchft_job) == {"worker": 2, "lighthouse": 1}
+    assert kueue_workload.wanted(torchft_job) == {"worker": 2, "lighthouse": 1}
 
 
 def test_a_workload_priority_class_label_wins() -> None:
@@ -186,19 +186,19 @@ def test_admission_starts_the_job_with_the_flavour_merged_in() -> None:
 
 
 def test_an_unknown_flavour_holds_the_start_with_a_warning() -> None:
-    observed = kueue.Queued(workloads=[workload(admitted=True)])
-    result = kueue.step(job(), observed, now=NOW)
+    observed = kueue_workload.Queued(workloads=[workload(admitted=True)])
+    result = kueue_step.step(job(), observed, now=NOW)
     assert result.job is None
     assert result.events[0][:2] == ("Warning", "FlavorNotFound")
 
 
 def test_a_running_admitted_job_runs_at_its_admitted_counts() -> None:
     result = step(job(suspend=False), workload(admitted=True))
-    assert result == kueue.Step(admitted={c.WORKER: 2})
+    assert result == kueue_step.Step(admitted={c.WORKER: 2})
 
 
 def test_eviction_stops_the_job_and_restores_its_templates() -> None:
-    started = kueue.started(job(), workload(admitted=True), {"pool-a": FLAVOR})
+    started = kueue_templates.started(job(), workload(admitted=True), {"pool-a": FLAVOR})
     result = step(started, workload(admitted=True, evicted=kueue.PREEMPTED))
     assert result.job is not None
     pod = result.job["spec"]["pytorchReplicaSpecs"][c.WORKER]["template"]["spec"]
@@ -225,7 +225,7 @@ def test_the_quota_goes_back_once_no_pod_is_active(reason: str, requeued: str) -
 
 def test_an_evicted_workload_waiting_again_gets_no_second_one() -> None:
     waiting = workload(evicted=kueue.PREEMPTED)
-    assert step(job(), waiting) == kueue.Step(admitted={})
+    assert step(job(), waiting) == kueue_step.Step(admitted={})
 
 
 def test_a_finished_job_finishes_its_workload() -> None:
@@ -257,7 +257,7 @@ def test_an_elastic_scale_up_is_a_new_slice_and_waits_at_the_admitted_count() ->
         kueue.ANNOTATION_REPLACEMENT_FOR: "team/wl",
     }
     assert [ps["count"] for ps in new_slice["spec"]["podSets"]] == [3]
-    assert new_slice["metadata"]["name"] != kueue.workload_name(job())
+    assert new_slice["metadata"]["name"] != kueue_workload.workload_name(job())
     assert result.admitted == {c.WORKER: 2}
     assert result.job is None
 
@@ -278,7 +278,7 @@ def test_an_admitted_slice_replaces_the_old_one() -> None:
     )
     assert kueue.chain([old, new]) == (new, None)
     result = step(job(workers=3, suspend=False, elastic=True), old, new)
-    assert result == kueue.Step(admitted={c.WORKER: 3})
+    assert result == kueue_step.Step(admitted={c.WORKER: 3})
 
 
 def test_an_elastic_scale_down_shrinks_the_admitted_workload_in_place() -> None:
