@@ -1,8 +1,10 @@
 """Counting the operator's work into its metrics: upstream's job and object counters, the API
-requests made, and each pass's outcome label."""
+requests made, and each pass's outcome and time."""
 
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from autoscaler.controller.gang import PODGROUP_KIND
@@ -30,6 +32,34 @@ def count_job(metrics: OperatorMetrics, job: JSON, what: str) -> None:
 def count_object(metrics: OperatorMetrics, counters: dict[str, str], kind: str) -> None:
     if kind in counters:
         metrics.objects[counters[kind]].inc()
+
+
+@contextmanager
+def measured_pass(metrics: OperatorMetrics) -> Iterator[None]:
+    """Times one pass and counts it among the active workers, however it ends."""
+    runtime = metrics.runtime
+    runtime.active_workers.inc()
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        elapsed = time.perf_counter() - started
+        metrics.reconcile_seconds.observe(elapsed)
+        runtime.time.observe(elapsed)
+        runtime.active_workers.dec()
+
+
+def count_pass(metrics: OperatorMetrics, result: Plan | None) -> None:
+    """A pass that returned without an error."""
+    metrics.reconciles.labels(result="ok").inc()
+    metrics.runtime.reconciles[outcome(result)].inc()
+
+
+def count_failed_pass(metrics: OperatorMetrics) -> None:
+    metrics.reconciles.labels(result="error").inc()
+    metrics.reconcile_errors.inc()
+    metrics.runtime.reconciles["error"].inc()
+    metrics.runtime.errors.inc()
 
 
 def outcome(result: Plan | None) -> str:

@@ -35,7 +35,12 @@ from autoscaler.controller import kueue
 from autoscaler.controller.adoption import Adoption
 from autoscaler.controller.application import Application, podgroup_resource
 from autoscaler.controller.builders import UPSTREAM_DEFAULTS, PodSettings
-from autoscaler.controller.counting import RequestCounter, outcome
+from autoscaler.controller.counting import (
+    RequestCounter,
+    count_failed_pass,
+    count_pass,
+    measured_pass,
+)
 from autoscaler.controller.expectations import Expectations
 from autoscaler.controller.gang import PODGROUP_KIND, GangScheduler, gang_scheduler
 from autoscaler.controller.keys import (
@@ -128,9 +133,7 @@ class Operator:
         self.priority_classes: Informer | None = None
         if self.gang is not None:
             self.podgroup_resource = podgroup_resource(self.gang)
-            self.priority_classes = Informer(
-                kube, PRIORITY_CLASSES, on_event=lambda *_: None, watch_timeout=timeout
-            )
+            self.priority_classes = self._priority_classes_cache()
             self.informers.append(self.priority_classes)
         self.adoption = Adoption(kube, self._caches)
         self.application = Application(
@@ -232,12 +235,7 @@ class Operator:
             log.warning("kueue: %s is not served (Kueue's CRDs missing)", kueue.API_VERSION)
             return
         if self.priority_classes is None:
-            self.priority_classes = Informer(
-                self.kube,
-                PRIORITY_CLASSES,
-                on_event=_ignored,
-                watch_timeout=self.config.watch_timeout,
-            )
+            self.priority_classes = self._priority_classes_cache()
             self._start_informer(self.priority_classes)
             self.priority_classes.synced.wait(timeout=30)
             self.informers.append(self.priority_classes)
@@ -264,6 +262,12 @@ class Operator:
         self.kueue_runtime.caches = KueueCaches(*caches)
         self.informers.extend(caches)
 
+    def _priority_classes_cache(self) -> Informer:
+        """PriorityClasses, read by the gang scheduler's PodGroups and by Kueue's priorities."""
+        return Informer(
+            self.kube, PRIORITY_CLASSES, on_event=_ignored, watch_timeout=self.config.watch_timeout
+        )
+
     def idle(self) -> bool:
         """Nothing queued, in progress or waiting to be sent (benchmarks and tests wait on it)."""
         return self.queue.idle() and self.events.idle()
@@ -288,28 +292,18 @@ class Operator:
     def process(self, key: ObjectKey) -> None:
         """One pass over a key taken from the queue, measured; a failure is retried later."""
         self.metrics.queue_depth.set(len(self.queue))
-        runtime = self.metrics.runtime
-        runtime.active_workers.inc()
-        started = time.perf_counter()
-        try:
-            result = self.reconcile(key)
-            self.queue.forget(key)
-            self.metrics.reconciles.labels(result="ok").inc()
-            runtime.reconciles[outcome(result)].inc()
-        except Exception:  # a bad job or API error must not stop the worker: retry with backoff
-            log.exception("reconciling %s failed", key)
-            self.metrics.reconciles.labels(result="error").inc()
-            self.metrics.reconcile_errors.inc()
-            runtime.reconciles["error"].inc()
-            runtime.errors.inc()
-            self.queue.retry(key)
-        finally:
-            self.queue.done(key)
-            elapsed = time.perf_counter() - started
-            self.metrics.reconcile_seconds.observe(elapsed)
-            runtime.time.observe(elapsed)
-            runtime.active_workers.dec()
-            self.requests.catch_up()
+        with measured_pass(self.metrics):
+            try:
+                result = self.reconcile(key)
+                self.queue.forget(key)
+                count_pass(self.metrics, result)
+            except Exception:  # a bad job or API error must not stop the worker: retry later
+                log.exception("reconciling %s failed", key)
+                count_failed_pass(self.metrics)
+                self.queue.retry(key)
+            finally:
+                self.queue.done(key)
+        self.requests.catch_up()
 
     # -- events --------------------------------------------------------------------------------
 
