@@ -92,7 +92,7 @@ class Operator:
         """`clock` is the wall clock the planner and the Events read; `monotonic` times how long
         a job waits for the caches to show the operator's own writes (EXPECTATION_TIMEOUT).
         Both are parameters so that tests move time instead of sleeping."""
-        self.kube, self.config, self.clock, self.monotonic = kube, config, clock, monotonic
+        self.kube, self.config, self.clock = kube, config, clock
         self.metrics = metrics or operator_metrics()
         self.requests = RequestCounter(self.metrics, lambda: (kube.requests, kube.writes))
         self.queue = WorkQueue(metrics=self.metrics.runtime.queue)
