@@ -28,14 +28,15 @@ class KueueCaches:
 
 
 class KueueRuntime:
-    """One labelled job's Kueue writes per pass (with `enabled`, the operator's `--kueue`);
-    `caches` is None until Kueue is served."""
+    """One labelled job's Kueue writes per pass while `enabled` (the operator's `--kueue`, read
+    at each pass: tests turn it on for a running operator); `caches` is None until Kueue is
+    served."""
 
     def __init__(
         self,
         kube: Kube,
         *,
-        enabled: bool,
+        enabled: Callable[[], bool],
         jobs: Informer,
         record: Record,
         priorities: Callable[[], dict[str, int]],
@@ -49,7 +50,7 @@ class KueueRuntime:
 
     def job_deleted(self, key: ObjectKey, job: JSON) -> None:
         """Remember a deleted labelled job's uid: its next pass removes its Workloads."""
-        if self.enabled and kueue.queued(job):
+        if self.enabled() and kueue.queued(job):
             with self._lock:
                 self._gone[key] = job["metadata"].get("uid", "")
 
@@ -57,7 +58,7 @@ class KueueRuntime:
         """The Kueue integration's writes for a labelled job. Returns whether the pass goes on
         (not when the job's spec changed, or Kueue's objects are not cached yet) and the
         admitted replica counts (None: no limit)."""
-        if not self.enabled or not kueue.queued(job):
+        if not self.enabled() or not kueue.queued(job):
             return True, None
         if self.caches is None:
             return False, None

@@ -151,7 +151,7 @@ class Operator:
         # Kueue's objects are cached once the API server serves them (`watch_kueue_if_served`).
         self.kueue_runtime = KueueRuntime(
             kube,
-            enabled=config.kueue,
+            enabled=lambda: self.config.kueue,
             jobs=self.jobs,
             record=self.application.record,
             priorities=self._priorities,
