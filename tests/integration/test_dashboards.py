@@ -24,7 +24,7 @@ import pytest
 from kubernetes import client
 
 from autoscaler.api import coordinates as c
-from autoscaler.observability.dashboards import DASHBOARDS
+from autoscaler.observability.dashboards.generated import DASHBOARDS
 from autoscaler.training import GoodputReport
 from tests.integration.test_engine import CURVES, GPU, gpu_job
 from tests.integration.test_operator import Cluster

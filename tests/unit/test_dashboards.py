@@ -22,12 +22,15 @@ from grafana_foundation_sdk.models.dashboard import Dashboard, Panel
 from prometheus_client import CollectorRegistry, Counter
 
 from autoscaler import metrics_contract as contract
-from autoscaler.observability import dashboards
+from autoscaler.observability.dashboards.__main__ import main
+from autoscaler.observability.dashboards.board import PROMETHEUS_ANNOTATION_OPTIONS
+from autoscaler.observability.dashboards.generated import DASHBOARDS, files
+from autoscaler.observability.dashboards.scaling_decisions import scaling_decisions
 from autoscaler.observability.engine_metrics import engine_metrics
 from autoscaler.observability.metrics import UPSTREAM_OBJECT_COUNTERS, operator_metrics
 
 GRAFANA = Path(__file__).resolve().parents[2] / "deploy" / "grafana"
-BOARDS = {name: build() for name, build in dashboards.DASHBOARDS.items()}
+BOARDS = {name: build() for name, build in DASHBOARDS.items()}
 # Series names in a query: the project's and upstream's prefixed ones, and upstream's unprefixed
 # object counters (created_pods_total, ...).
 UNPREFIXED = "|".join(UPSTREAM_OBJECT_COUNTERS)
@@ -72,7 +75,7 @@ def expressions(board: dict[str, Any]) -> list[str]:
 
 def test_the_checked_in_files_are_the_generated_ones() -> None:
     """After renaming a metric or changing a panel: `make dashboards`."""
-    generated = dashboards.files()
+    generated = files()
     assert sorted(p.name for p in GRAFANA.iterdir()) == sorted(generated)
     for name, text in generated.items():
         assert (GRAFANA / name).read_text() == text, f"deploy/grafana/{name} is stale"
@@ -189,7 +192,7 @@ def model_type_errors(value: object, path: str) -> list[str]:
 def without_prometheus_annotation_options(board: dict[str, Any]) -> dict[str, Any]:
     """`board` less the annotation fields Grafana's Prometheus data source reads but the SDK's
     schema lacks (and so cannot read back)."""
-    options = dashboards.PROMETHEUS_ANNOTATION_OPTIONS
+    options = PROMETHEUS_ANNOTATION_OPTIONS
     annotations = [
         {key: value for key, value in a.items() if key not in options}
         for a in board["annotations"]["list"]
@@ -215,7 +218,7 @@ def test_the_sdks_dashboard_model_reads_back_every_field(name: str) -> None:
         assert targets, panel.title
         # not the SDK's UnknownDataquery bag, which keeps any JSON as it is
         assert all(isinstance(t, prometheus.Dataquery) for t in targets), panel.title
-    options = dashboards.PROMETHEUS_ANNOTATION_OPTIONS
+    options = PROMETHEUS_ANNOTATION_OPTIONS
     with_options = [a for a in committed["annotations"]["list"] if "expr" in a]
     assert all(set(options) <= set(a) for a in with_options)
 
@@ -360,7 +363,7 @@ def test_a_renamed_metric_renames_the_query() -> None:
     the checked-in files, fails the first test until they are regenerated)."""
     metrics = engine_metrics()
     renamed = Counter("autoscaler_verdicts", "", ["reason"], registry=CollectorRegistry())
-    board = dashboards.scaling_decisions(dataclasses.replace(metrics, decisions=renamed))
+    board = scaling_decisions(dataclasses.replace(metrics, decisions=renamed))
     exprs = "\n".join(expressions(board))
     assert "autoscaler_verdicts_total" in exprs
     assert "autoscaler_decisions_total" not in exprs
@@ -370,10 +373,10 @@ def test_a_label_the_metric_lacks_is_refused() -> None:
     metrics = engine_metrics()
     relabelled = Counter("autoscaler_decisions", "", ["why"], registry=CollectorRegistry())
     with pytest.raises(ValueError, match="no label 'reason'"):
-        dashboards.scaling_decisions(dataclasses.replace(metrics, decisions=relabelled))
+        scaling_decisions(dataclasses.replace(metrics, decisions=relabelled))
 
 
 def test_the_module_writes_the_files(tmp_path: Path) -> None:
-    assert dashboards.main([str(tmp_path / "grafana")]) == 0
+    assert main([str(tmp_path / "grafana")]) == 0
     written = {p.name: p.read_text() for p in (tmp_path / "grafana").iterdir()}
-    assert written == dashboards.files()
+    assert written == files()
