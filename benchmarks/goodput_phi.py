@@ -54,8 +54,8 @@ def goodput_state(path: Path) -> dict[str, Any]:
     return dict(torch.load(path, weights_only=True)["extra"]["goodput"])
 
 
-def job_phi(path: Path, base: int) -> float:
-    noise = Adaptation(GoodputSpec(base, base, base), goodput_state(path)).noise
+def job_phi(state: dict[str, Any], base: int) -> float:
+    noise = Adaptation(GoodputSpec(base, base, base), state).noise
     assert noise is not None
     return noise.phi
 
@@ -96,7 +96,7 @@ def main() -> int:
     share = weights(samples, before, base)
     sqr = sum(w * s for w, (s, _) in zip(share, statistics, strict=True))
     var = sum(w * v for w, (_, v) in zip(share, statistics, strict=True))
-    offline, measured = base * var / sqr, job_phi(paths[-1], base)
+    offline, measured = base * var / sqr, job_phi(states[-1], base)
     ratio = measured / offline
     met = abs(ratio - 1) <= TOLERANCE
     print(
