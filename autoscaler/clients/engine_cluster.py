@@ -21,6 +21,7 @@ from autoscaler.api.timestamps import format_timestamp
 from autoscaler.clients.informer import Informer
 from autoscaler.clients.jobs import managed_job, pod_requests, worker_health
 from autoscaler.clients.kube import JOBS, PODS, ConflictError, Kube, NotFoundError, Resource
+from autoscaler.clients.kueue_quota import QuotaReader, headroom
 from autoscaler.clients.recorder import EventRecorder, InFlight
 from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
 from autoscaler.observability.events import job_event, object_event
@@ -70,6 +71,7 @@ class KubeCluster:
         self._nodes = Informer(kube, NODES, on_event=_ignore, watch_timeout=WATCH_SECONDS)
         self._pods = Informer(kube, PODS, on_event=_ignore, watch_timeout=WATCH_SECONDS)
         self._informers = [*self._job_informers, self._nodes, self._pods]
+        self._quota = QuotaReader(kube)
         self._stop = threading.Event()
         self._started = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -114,7 +116,17 @@ class KubeCluster:
         self._typed = typed  # jobs gone from the caches are forgotten
         self._engine_jobs = {job.key for job in jobs if job.owner is Owner.ENGINE}
         health = worker_health(self._pods.items())
-        return [_with_health(job, health.get(job.key)) for job in jobs]
+        self._quota.round()
+        return [self._with_quota(_with_health(job, health.get(job.key))) for job in jobs]
+
+    def _with_quota(self, job: ManagedJob) -> ManagedJob:
+        """An engine-sized job under a Kueue queue (it opted into workload slices) with the
+        workers its ClusterQueue admits now."""
+        if job.owner is not Owner.ENGINE or not job.queue:
+            return job
+        free = self._quota.free(job.namespace, job.queue)
+        room = None if free is None else headroom(free, job.resources_per_replica)
+        return job if room is None else dataclasses.replace(job, quota_headroom=room)
 
     def capacity(self) -> Mapping[str, float]:
         """Allocatable of Ready, schedulable nodes minus requests of pods it does not size."""

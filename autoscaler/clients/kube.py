@@ -68,6 +68,8 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases")
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses")
 # Kueue's kinds (kueue.x-k8s.io/v1beta2, the version Kueue v0.19 stores).
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads")
+LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues")
+CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues")
 RESOURCE_FLAVORS = Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors")
 WORKLOAD_PRIORITY_CLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses")
 BY_KIND = {

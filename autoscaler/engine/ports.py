@@ -62,6 +62,8 @@ class ManagedJob:
     gang_waiting: bool = False
     # Kueue: a scale-up waits for its Workload slice to be admitted (the admitted workers run).
     quota_waiting: bool = False
+    # Kueue: the workers more its ClusterQueue's free quota admits now; None = not limited.
+    quota_headroom: int | None = None
     # The resourceVersion it was read at: a /scale write under it is refused (409) if the job
     # changed since. "" when unknown (the simulator has no versions).
     resource_version: str = ""

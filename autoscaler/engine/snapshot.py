@@ -18,11 +18,12 @@ def job_snapshot(
     restart_seconds: float | None = None,
 ) -> JobSnapshot:
     """The job as a policy sees it."""
+    highest, allowed = reachable(job)
     return JobSnapshot(
         namespace=job.namespace,
         name=job.name,
         min_replicas=job.min_replicas,
-        max_replicas=job.max_replicas,
+        max_replicas=highest,
         replicas=job.replicas,
         resources_per_replica=dict(job.resources_per_replica),
         weight=job.weight,
@@ -41,8 +42,22 @@ def job_snapshot(
         else max(0.0, job.total_samples - state.samples_done),
         attained_seconds=state.attained_seconds,
         requested_replicas=state.requested,
-        allowed_replicas=job.allowed_replicas,
+        allowed_replicas=allowed,
     )
+
+
+def reachable(job: ManagedJob) -> tuple[int, tuple[int, ...] | None]:
+    """The highest count and the allowed counts a job can reach without waiting: under Kueue, a
+    scale-up past its quota's free room would wait for another job's quota for a time nobody
+    knows, so it is not offered; the job's bounds otherwise."""
+    if job.quota_headroom is None:
+        return job.max_replicas, job.allowed_replicas
+    highest = min(job.max_replicas, max(job.min_replicas, job.replicas + job.quota_headroom))
+    allowed = job.allowed_replicas
+    if allowed is None:
+        return highest, None
+    within = tuple(n for n in allowed if n <= highest)
+    return (highest, within) if within else (job.max_replicas, allowed)
 
 
 def snapshot(

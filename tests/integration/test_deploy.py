@@ -71,6 +71,8 @@ ENGINE_RULES = {
     ("", "events"): {"create"},
     ("", "nodes"): {"list", "watch"},
     ("", "pods"): {"list", "watch"},
+    ("kueue.x-k8s.io", "localqueues"): {"get"},
+    ("kueue.x-k8s.io", "clusterqueues"): {"get"},
 }
 LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
 JOBS = "pytorchjobs.kubeflow.org"

@@ -17,6 +17,7 @@ import pytest
 from kubernetes import client
 
 from autoscaler.api import coordinates as c
+from autoscaler.clients.engine_cluster import KubeCluster
 from autoscaler.clients.kube import WORKLOADS, Kube, NotFoundError, Resource, api_client
 from autoscaler.controller import kueue as own
 from autoscaler.controller.runner import Operator
@@ -300,6 +301,11 @@ def elastic_gpu_job(name: str, *, workers: int) -> JSON:
     return manifest
 
 
+def engine_headroom(engine_view: KubeCluster, name: str) -> int | None:
+    """The workers more the engine would offer `name` this round, as its quota admits."""
+    return next(job.quota_headroom for job in engine_view.jobs() if job.name == name)
+
+
 def transition(workload: JSON, type_: str) -> str:
     cond = next(c_ for c_ in workload["status"]["conditions"] if c_["type"] == type_)
     assert cond["status"] == "True", cond
@@ -320,8 +326,14 @@ def test_an_elastic_scale_up_waits_for_quota_and_a_scale_down_frees_it_at_once(
     cluster.create(gpu_job("other", queue="team"))
     wait_admitted(cluster, "other")
     wait_running(cluster, "other", 2)
+    engine_view = KubeCluster(kube, namespaces=[cluster.ns])
+    running.callback(engine_view.close)
+    wait_for(
+        lambda: engine_headroom(engine_view, "grow") == 0,
+        what="the engine offering no scale-up while the quota is full",
+    )
 
-    cluster.scale("grow", 3)  # what the engine writes: the quota is full
+    cluster.scale("grow", 3)  # a scale-up sent anyway waits as a slice
     uid = cluster.job("grow")["metadata"]["uid"]
 
     def slices() -> list[JSON]:
@@ -354,6 +366,10 @@ def test_an_elastic_scale_up_waits_for_quota_and_a_scale_down_frees_it_at_once(
     wait_for(
         lambda: condition(cluster.job("grow"), c.CONDITION_QUOTA_ADMITTED) is None,
         what="the QuotaAdmitted condition gone with the admission",
+    )
+    wait_for(
+        lambda: engine_headroom(engine_view, "grow") == 1,
+        what="the engine offering the one GPU left in the quota",
     )
     replaced = kube.get(WORKLOADS, cluster.ns, first["metadata"]["name"])
     assert own.has(replaced, own.FINISHED)
