@@ -53,9 +53,7 @@ class KubeCluster:
         self.kube, self.clock = kube, clock
         self.namespaces = tuple(namespaces)
         # Events wait while the round's writes are under way: they would compete with them for
-        # the API server, and no Event is worth a later count. In bench-scale a round's 50
-        # Events went out among its 100 writes of the jobs; held back, rounds took 1,274 ms
-        # against 1,348 ms (mean of 4 rounds each, alternated on one control plane).
+        # the API server, and no Event is worth a later count (measured by `make bench-scale`).
         self._writes = InFlight()
         self.recorder = recorder or EventRecorder(kube, wait_turn=self._writes.wait_idle)
         self._engine_jobs: set[JobKey] = set()

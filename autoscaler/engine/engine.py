@@ -111,8 +111,8 @@ class Engine:
             policy, name=policy_name, timeout=config.policy.timeout_seconds
         )
         # Each job's writes (its /scale, then its state) run on one of these threads, in order;
-        # jobs are written side by side because a round's writes wait on the API server (14 ms
-        # each, one after another, made a 3,000-rescale round take 274 s in bench-scale).
+        # jobs are written side by side because a round's writes wait on the API server, and
+        # one after another they dominate a large round (measured by `make bench-scale`).
         self._writers = ThreadPoolExecutor(
             max_workers=config.write_concurrency, thread_name_prefix="writes"
         )
@@ -158,8 +158,7 @@ class Engine:
         )
         # Fitted once, for the objective and the predictions, on a writer thread while the
         # policy decides: the writers are idle until the round's first write, and the main
-        # thread only waits for the policy's worker (fitting took 33-62 ms of bench-scale's
-        # 5,000-job rounds, before their first write).
+        # thread only waits for the policy's worker (`make bench-scale` times the round).
         fitting = self._writers.submit(curves, view, model=self.model)
         shown = queue_view(
             pinned(view, holds),
@@ -174,8 +173,8 @@ class Engine:
         fitted = fitting.result()
         counts = {key: one.replicas for key, one in settled.items() if one.replicas > 0}
         running = view.model_copy(update={"jobs": [j for j in view.jobs if j.key in counts]})
-        # Scored on a writer thread too, while the first writes go out (34-67 ms of bench-scale's
-        # rounds, before their first write); a rescale's record waits for it after its write.
+        # Scored on a writer thread too, while the first writes go out; a rescale's record waits
+        # for it after its write.
         scoring = self._writers.submit(
             objective_value,
             running,
@@ -656,8 +655,7 @@ class Engine:
     def finish_saves(self) -> None:
         """Wait for the last round's state saves; remember those that were stored (a failed
         one was logged, and its state is saved again next round). A round waits for its counts
-        only: bench-scale's rounds of 50 rescales took 1,267 ms so, against 1,541 ms waiting for
-        their 50-70 state saves too (means of 13 and 12 rounds, switched two at a time)."""
+        only, not for its state saves, which would lengthen it (measured by `make bench-scale`)."""
         for key, saving in self._saving.items():
             done = saving.result()
             if done.saved is not None:

@@ -369,8 +369,8 @@ def _serve(conn: Connection, spec: PluginSpec) -> None:
 
 def _receive_uncollected(conn: Connection) -> Any:
     """The next request, unpickled with the cyclic collector paused: unpickling makes no
-    cycles, yet a 5,000-job snapshot's tens of thousands of new objects set off collection
-    after collection (67-87 ms to unpickle it in a fresh worker with them, 21-26 ms without)."""
+    cycles, yet a large snapshot's tens of thousands of new objects set off collection after
+    collection (measured by `make bench-scale`)."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -298,10 +298,10 @@ def limit_rescales(
     takes its place first, and goes even past the limit. Before `fit_capacity`, so a scale-up
     that counted on a deferred scale-down is undone there.
 
-    Why a limit: every rescale restarts a training world, and costs the round 3-4 requests. At
-    5,000 jobs a round that rescaled 4,000 at once spent 105 s writing (~6.6 ms a request on the
-    benchmark's shared API server), deciding nothing for any job meanwhile; and a policy that
-    flips every count would restart every job of the cluster at once. The default, 50 a round
+    Why a limit: every rescale restarts a training world, and costs the round 3-4 requests; a
+    round that rescales thousands of jobs at once writes for minutes, deciding nothing for any job
+    meanwhile (`make bench-scale`), and a policy that flips every count would restart every job
+    of the cluster at once. The default, 50 a round
     of 30 s, is about 6 writes a second, near client-go's default client rate (5 a second)."""
     changing = [job for job in jobs if settled[job.key].replicas != current(job)]
     if limit is None or len(changing) <= limit:

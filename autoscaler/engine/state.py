@@ -114,9 +114,9 @@ class JobState(BaseModel):
         """The state with `record` as its latest decision, and `update` (in the same copy). A
         decision that repeats the latest is not stored again: the history holds the latest
         few different decisions, each as of the round it was first made. A job's decision
-        mostly repeats from round to round, and storing each repeat made a 5,000-job round keep
-        5,000 new records (about 100,000 objects for the collector after the round: 45-78 ms of
-        its 88-109 ms on an in-memory cluster) for a history of five copies of one decision."""
+        mostly repeats from round to round, and storing each repeat would give every round a new
+        record per job for the collector to traverse (`make bench-scale`), for a history of copies
+        of one decision."""
         last = self.last_decision
         if last is not None and record.repeats(last):
             return self.model_copy(update=update)

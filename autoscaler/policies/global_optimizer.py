@@ -136,10 +136,10 @@ class GlobalOptimizer:
     ) -> tuple[list[Floats], list[float | None]]:
         """Utility of every count of every job; only the current count when nothing is known of
         a job. Known jobs are valued a table at a time, one row per job, the jobs of a table
-        with count ranges equally long: a numpy call costs microseconds whatever its size, and
-        valued job by job, arrays of a few counts took 0.36-0.40 s of a 5,000-job round (as
-        tables 0.01-0.02 s). Also the utility of holding each job back (0 workers), for the
-        preemptible known jobs under a remaining-time objective; None for the others."""
+        with count ranges equally long: a numpy call costs about the same whatever its size, so
+        valuing job by job would spend a large round on call overhead (`make bench-scale`).
+        Also the utility of holding each job back (0 workers), for the preemptible known jobs
+        under a remaining-time objective; None for the others."""
         alike: dict[int, list[int]] = defaultdict(list)
         for index, curve in enumerate(curves):
             if curve.known:
