@@ -28,7 +28,7 @@ DISABLE_SHARED_STORE: Final = {"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "va
 # The expiry must exceed one keep-alive interval plus the 1 s state cache plus the clock skew
 # between nodes, else a joining node declares live ones dead and trains a second world beside
 # them: 6 s tolerates < ~3 s of skew. The last call batches joins: pods that start further apart
-# than it cost one restart each (a last call of 5 s measured a 2 s higher median stall).
+# than it cost one restart each, and a longer one stalls every join (`make e2e`'s stall figures).
 TUNED_RDZV_CONF: Final = "last_call_timeout=3,keep_alive_interval=2,keep_alive_max_attempt=3"
 
 # The median stall of a rescale with TUNED_RDZV_CONF, from the /scale write (or the kill) to the

@@ -94,7 +94,7 @@ class LeaderElector:
         """Renew every retry period on a thread of its own, and give up once no renewal has
         succeeded for the renew deadline, whatever that thread is doing: a request to an API
         server that stopped answering (a partition) blocks for its whole timeout and the
-        client's retries (4 x 30 s measured), long after a standby took the lease."""
+        client's retries, long after a standby took the lease (the fault matrix's partition)."""
         renewed = [self.clock()]
         lost = threading.Event()
 
