@@ -34,7 +34,7 @@ from autoscaler.controller.counting import (
 from autoscaler.controller.expectations import Expectations, ObjectRef
 from autoscaler.controller.gang import PODGROUP_KIND, GangScheduler
 from autoscaler.controller.keys import JobKey
-from autoscaler.controller.reconcile import Observed, Plan
+from autoscaler.controller.reconcile_pass import Observed, Plan
 from autoscaler.observability.events import job_event
 from autoscaler.observability.metrics import OperatorMetrics
 

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from autoscaler.controller.gang import PODGROUP_KIND
-from autoscaler.controller.reconcile import Plan
+from autoscaler.controller.reconcile_pass import Plan
 from autoscaler.observability.metrics import OperatorMetrics
 
 JSON = dict[str, Any]

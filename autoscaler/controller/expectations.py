@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.controller.keys import JobKey
-from autoscaler.controller.reconcile import Plan
+from autoscaler.controller.reconcile_pass import Plan
 
 JSON = dict[str, Any]
 ObjectRef = tuple[str, str]  # (kind, name)

@@ -12,7 +12,7 @@ from autoscaler.api import coordinates as c
 from autoscaler.clients.informer import Informer, ObjectKey
 from autoscaler.clients.kube import WORKLOADS, ConflictError, Kube, NotFoundError
 from autoscaler.controller import kueue, kueue_step, kueue_workload
-from autoscaler.controller.reconcile import Observed
+from autoscaler.controller.reconcile_pass import Observed
 
 JSON = dict[str, Any]
 Record = Callable[[JSON, str, str, str], None]  # (job, type, reason, message): one Event

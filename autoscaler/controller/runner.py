@@ -57,7 +57,8 @@ from autoscaler.controller.kueue_runtime import (
     with_queued_workers,
 )
 from autoscaler.controller.naming import selector
-from autoscaler.controller.reconcile import Observed, Plan, plan
+from autoscaler.controller.reconcile import plan
+from autoscaler.controller.reconcile_pass import Observed, Plan
 from autoscaler.controller.workqueue import ShutDownError, WorkQueue
 from autoscaler.observability.metrics import OperatorMetrics, operator_metrics
 

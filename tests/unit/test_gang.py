@@ -19,7 +19,8 @@ from autoscaler.controller.gang import (
     min_resources,
     pods_may_start,
 )
-from autoscaler.controller.reconcile import Observed, Plan, plan
+from autoscaler.controller.reconcile import plan
+from autoscaler.controller.reconcile_pass import Observed, Plan
 from autoscaler.engine.settle import running_count
 from tests.unit.test_reconcile import condition, job, pod, service
 

@@ -9,7 +9,8 @@ from autoscaler import fault_tolerance
 from autoscaler.api import coordinates as c
 from autoscaler.controller import kueue, kueue_step, kueue_templates, kueue_workload
 from autoscaler.controller.kueue_runtime import kueue_capped, with_queued_workers
-from autoscaler.controller.reconcile import Observed, plan
+from autoscaler.controller.reconcile import plan
+from autoscaler.controller.reconcile_pass import Observed
 
 JSON = dict[str, Any]
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

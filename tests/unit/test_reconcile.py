@@ -26,7 +26,8 @@ import pytest
 from autoscaler.api import PyTorchJob, default_job
 from autoscaler.controller.builders import desired_hpa
 from autoscaler.controller.conditions import Condition, has_condition, is_finished, set_condition
-from autoscaler.controller.reconcile import Event, Observed, Plan, lifecycle, plan
+from autoscaler.controller.reconcile import lifecycle, plan
+from autoscaler.controller.reconcile_pass import Event, Observed, Plan
 from autoscaler.controller.status import count_replicas, is_subset
 from tests.support.jobs import webhook_master_worker
 

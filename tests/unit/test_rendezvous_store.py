@@ -9,7 +9,8 @@ from autoscaler.api import PyTorchJob, default_job
 from autoscaler.controller import rendezvous
 from autoscaler.controller.builders import desired_pod
 from autoscaler.controller.conditions import RENDEZVOUS
-from autoscaler.controller.reconcile import Observed, Plan, plan
+from autoscaler.controller.reconcile import plan
+from autoscaler.controller.reconcile_pass import Observed, Plan
 from tests.unit.test_reconcile import NOW, condition, job, pod, service
 
 JSON = dict[str, Any]

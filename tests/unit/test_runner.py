@@ -19,7 +19,7 @@ from autoscaler.clients.kube import (
 from autoscaler.controller.adoption import AdoptionError
 from autoscaler.controller.expectations import EXPECTATION_TIMEOUT
 from autoscaler.controller.gang import PODGROUP_KIND
-from autoscaler.controller.reconcile import Observed, Plan
+from autoscaler.controller.reconcile_pass import Observed, Plan
 from autoscaler.controller.runner import Operator, OperatorConfig
 from autoscaler.observability.metrics import CONTROLLER, UPSTREAM_OBJECT_COUNTERS
 from tests.support.jobs import echo_with, spec

@@ -10,7 +10,8 @@ from autoscaler.api import PyTorchJob, default_job
 from autoscaler.controller import torchft
 from autoscaler.controller.builders import desired_pod
 from autoscaler.controller.conditions import FAULT_TOLERANCE
-from autoscaler.controller.reconcile import Observed, Plan, plan
+from autoscaler.controller.reconcile import plan
+from autoscaler.controller.reconcile_pass import Observed, Plan
 from tests.unit.test_reconcile import NOW, UID, condition, job, pod, service
 
 JSON = dict[str, Any]
