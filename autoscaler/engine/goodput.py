@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable
 
 from autoscaler.engine.ports import GradientReport, ManagedJob
+from autoscaler.engine.state import PricedBatch
 from autoscaler.goodput.batch import BatchChoice, BatchLimits, goodput_curve
 from autoscaler.goodput.efficiency import GradientNoise
 from autoscaler.goodput.step_time import StepObservation, StepTimeModel, fit
@@ -119,3 +120,16 @@ def price_job(job: ManagedJob, report: GradientReport) -> Goodput | None:
         return None
     goodput = price(report, counts=allowed(job))
     return goodput if goodput.batches else None
+
+
+def priced_at(goodput: Goodput | None, count: int) -> PricedBatch | None:
+    """A goodput job's pricing at `count`; None for a job not priced, or an unpriced count."""
+    batch = goodput.batches.get(count) if goodput is not None else None
+    if goodput is None or batch is None:
+        return None
+    return PricedBatch(
+        noise_scale=goodput.noise_scale,
+        base_batch=goodput.base_batch,
+        replicas=count,
+        batch=batch,
+    )

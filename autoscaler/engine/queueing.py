@@ -7,15 +7,18 @@ engine, not the policy, bounds how long a job waits: held back `max_held_seconds
 at least at its minimum whatever the policy says, and is not held back again for as long.
 """
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.ports import JobKey, ManagedJob
-from autoscaler.engine.settle import STARVATION_STEP, Settled
+from autoscaler.engine.settle import STARVATION_STEP, Settled, settle
 from autoscaler.engine.state import JobState, Step
 from autoscaler.policies.contract import Snapshot
+
+log = logging.getLogger(__name__)
 
 SUSPEND_STEP = "suspend"
 RESUME_STEP = "resume"
@@ -121,6 +124,27 @@ def queue(
     if not job.held_back:
         return _running(job, state, proposal=proposal, held=held, now=now, config=config)
     return _waiting(job, proposal=proposal, held=held, now=now, config=config)
+
+
+def queue_and_settle(
+    job: ManagedJob,
+    state: JobState,
+    *,
+    proposal: Step,
+    held: Step | None,
+    now: datetime,
+    config: SettleConfig,
+) -> Settled:
+    """Queueing first (suspend, stay held back, resume), then the usual settle steps; a 0 that
+    becomes the job's minimum is logged when it is news."""
+    queued = queue(job, state, proposal=proposal, held=held, now=now, config=config)
+    if queued.settled is not None:
+        return queued.settled
+    last = state.last_decision
+    if queued.prefix and (last is None or queued.proposal not in last.steps):
+        log.warning("%s/%s: %s", job.namespace, job.name, queued.proposal.message)
+    result = settle(job, state, proposal=queued.proposal, held=held, now=now, config=config)
+    return Settled(replicas=result.replicas, steps=(*queued.prefix, *result.steps))
 
 
 def _running(

@@ -15,11 +15,13 @@ A refused job is held at its count (`ThroughputQueryRefused`) with an `InvalidAn
 """
 
 import string
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import promql_parser
 
 from autoscaler.api.coordinates import ANNOTATION_THROUGHPUT_QUERY
+from autoscaler.engine.ports import JobKey, ManagedJob
+from autoscaler.engine.state import Step
 from autoscaler.metrics_contract import LABEL_NAMESPACE
 
 PLACEHOLDERS = frozenset({"namespace", "name", "window"})
@@ -124,3 +126,36 @@ def _selector_problem(matchers: Sequence[promql_parser.Matcher], *, namespace: s
     if len(own) < len(on_namespace):
         return f"no other matcher on {LABEL_NAMESPACE} (regular expressions included)"
     return None
+
+
+def refused_queries(
+    jobs: Sequence[ManagedJob], *, window: str, allowed_namespaces: Sequence[str] | None
+) -> dict[JobKey, str]:
+    """Why each job's own throughput query is refused, for the jobs whose query is."""
+    found = {
+        job.key: refusal(
+            job.throughput_query,
+            namespace=job.namespace,
+            name=job.name,
+            window=window,
+            allowed_namespaces=allowed_namespaces,
+        )
+        for job in jobs
+        if job.throughput_query is not None
+    }
+    return {key: why for key, why in found.items() if why is not None}
+
+
+def refused_holds(jobs: Sequence[ManagedJob], refused: Mapping[JobKey, str]) -> dict[JobKey, Step]:
+    """A refused job is held at its count: never sized on a query it may not run (a held-back
+    job stays held back)."""
+    return {
+        job.key: Step(
+            name="hold",
+            replicas=job.replicas,
+            reason=REFUSED,
+            message=f"{refused[job.key]}: keeping the count",
+        )
+        for job in jobs
+        if job.key in refused and not job.held_back
+    }
