@@ -1,6 +1,6 @@
 """Which Event a job's round sends, as tables: news only, never one per job per round."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -11,11 +11,11 @@ from autoscaler.engine.announcements import (
     invalid_annotations,
     problems,
 )
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.ports import ManagedJob
 from autoscaler.engine.settle import STARVATION_STEP, Settled
 from autoscaler.engine.state import DecisionRecord, Step
+from tests.support.engine_jobs import NOW, managed_job
 
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 POLICY = Step(name="policy", replicas=6, reason="OptimalAllocation", message="more is faster")
 COOLDOWN = Step(name="hold", replicas=4, reason="RescaleCooldown", message="cooling down")
 NO_DATA = Step(name="hold", replicas=4, reason="MetricsUnavailable", message="no reading")
@@ -26,18 +26,7 @@ RESUME = Step(name="policy", replicas=2, reason="Resumable", message="room again
 STARVED = Step(name=STARVATION_STEP, replicas=1, reason="Starving", message="held too long")
 
 
-def job(**changes: object) -> ManagedJob:
-    fields: dict[str, object] = {
-        "namespace": "ns",
-        "name": "j",
-        "min_replicas": 1,
-        "max_replicas": 8,
-        "replicas": 4,
-        "active": 4,
-        "owner": Owner.ENGINE,
-        "created": NOW - timedelta(hours=1),
-    }
-    return ManagedJob(**{**fields, **changes})  # type: ignore[arg-type]
+job = managed_job
 
 
 HELD_BACK = job(replicas=2, active=0, suspended=True, held_since=NOW - timedelta(hours=1))

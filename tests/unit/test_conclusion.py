@@ -1,6 +1,6 @@
 """How a job's round concludes after its write, as tables: its state, record and outcome."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import numpy as np
 import pytest
@@ -15,30 +15,20 @@ from autoscaler.engine.conclusion import (
     predicted,
 )
 from autoscaler.engine.config import SettleConfig
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.ports import ManagedJob
 from autoscaler.engine.settle import STARVATION_STEP, Settled
 from autoscaler.engine.state import JobState, PricedBatch, Step
 from autoscaler.policies.contract import BatchAtCount
 from autoscaler.policies.speedup import JobCurve
+from tests.support.engine_jobs import NOW, managed_job
 
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 CONFIG = SettleConfig(scale_down_stabilization_seconds=100)
 CURVE = JobCurve(low=1, throughput=np.array([10.0, 19.0, 27.0, 34.0, 40.0, 45.0]))
 PROPOSAL = Step(name="policy", replicas=6, reason="OptimalAllocation", message="faster")
 
 
 def job(**changes: object) -> ManagedJob:
-    fields: dict[str, object] = {
-        "namespace": "ns",
-        "name": "j",
-        "min_replicas": 1,
-        "max_replicas": 6,
-        "replicas": 4,
-        "active": 4,
-        "owner": Owner.ENGINE,
-        "created": NOW - timedelta(hours=1),
-    }
-    return ManagedJob(**{**fields, **changes})  # type: ignore[arg-type]
+    return managed_job(**{"max_replicas": 6, **changes})
 
 
 HELD_BACK = job(replicas=2, active=0, suspended=True, held_since=NOW - timedelta(hours=1))

@@ -3,30 +3,18 @@
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
 from autoscaler.engine.persistence import StateStore, decided_from, due_refreshes, essence
 from autoscaler.engine.ports import ManagedJob, Owner, ScaleResult
 from autoscaler.engine.state import DecisionRecord, JobState, Point, Step
-
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+from tests.support.engine_jobs import NOW, managed_job
 
 
 def job(**changes: object) -> ManagedJob:
-    fields: dict[str, object] = {
-        "namespace": "ns",
-        "name": "j",
-        "min_replicas": 1,
-        "max_replicas": 8,
-        "replicas": 4,
-        "active": 4,
-        "owner": Owner.ENGINE,
-        "created": NOW - timedelta(hours=1),
-        "uid": "u1",
-    }
-    return ManagedJob(**{**fields, **changes})  # type: ignore[arg-type]
+    return managed_job(**{"uid": "u1", **changes})
 
 
 def held_by(reason: str) -> DecisionRecord:

@@ -1,30 +1,17 @@
 """The policy's result as each job's proposal, as a table: a missing count keeps the job's."""
 
-from datetime import UTC, datetime, timedelta
-
 import pytest
 
 from autoscaler.engine.policy_runner import RunResult
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.ports import ManagedJob
 from autoscaler.engine.proposals import proposals
 from autoscaler.engine.state import Step
 from autoscaler.policies.contract import Decision
-
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+from tests.support.engine_jobs import NOW, managed_job
 
 
 def job(name: str, **changes: object) -> ManagedJob:
-    fields: dict[str, object] = {
-        "namespace": "ns",
-        "name": name,
-        "min_replicas": 1,
-        "max_replicas": 8,
-        "replicas": 4,
-        "active": 4,
-        "owner": Owner.ENGINE,
-        "created": NOW - timedelta(hours=1),
-    }
-    return ManagedJob(**{**fields, **changes})  # type: ignore[arg-type]
+    return managed_job(name=name, **changes)
 
 
 DECIDED = Decision(namespace="ns", name="a", replicas=6, reason="OptimalAllocation", message="m")

@@ -2,7 +2,7 @@
 job is held for it, and that its readings meanwhile are no curve point."""
 
 import dataclasses
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -10,30 +10,19 @@ import pytest
 from autoscaler.clients.jobs import worker_health
 from autoscaler.engine.config import EngineConfig, PolicySelection, SettleConfig
 from autoscaler.engine.engine import Engine
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.ports import ManagedJob
 from autoscaler.engine.recovery import RECOVERING, disturbance, recover, recovering
 from autoscaler.engine.settle import hold, observe
 from autoscaler.engine.state import JobState, Point
 from autoscaler.policies.contract import Decision
+from tests.support.engine_jobs import NOW, managed_job
 from tests.support.memory_cluster import START, CurveThroughput, MemoryCluster, make_job
 
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 CONFIG = SettleConfig(settle_seconds=60, stall_seconds=20, cooldown_seconds=120)
 SECOND = timedelta(seconds=1)
 
 
-def job(**changes: object) -> ManagedJob:
-    fields: dict[str, object] = {
-        "namespace": "ns",
-        "name": "j",
-        "min_replicas": 1,
-        "max_replicas": 8,
-        "replicas": 4,
-        "active": 4,
-        "owner": Owner.ENGINE,
-        "created": NOW - timedelta(hours=1),
-    }
-    return ManagedJob(**{**fields, **changes})  # type: ignore[arg-type]
+job = managed_job
 
 
 def state(**changes: object) -> JobState:
