@@ -42,7 +42,6 @@ from autoscaler.controller.reconcile_pod_events import abnormal_pod_warnings, co
 from autoscaler.controller.reconcile_rendezvous import (
     check_rendezvous,
     reconcile_store,
-    store_counts,
 )
 from autoscaler.controller.reconcile_run_policy import (
     fail_job,
@@ -53,7 +52,6 @@ from autoscaler.controller.reconcile_run_policy import (
 )
 from autoscaler.controller.reconcile_torchft import (
     check_fault_tolerance,
-    lighthouse_counts,
     reconcile_lighthouse,
     restart_detached_workers,
 )
@@ -164,9 +162,9 @@ class _Planner(PlanningPass):
         self.status["replicaStatuses"] = statuses
         self.update_conditions(statuses)
         if self.fault_tolerant:
-            statuses[torchft.STATUS_KEY] = lighthouse_counts(self)
+            statuses[torchft.STATUS_KEY] = self.counts_of(torchft.is_lighthouse)
         if self.own_store:
-            statuses[rendezvous.STATUS_KEY] = store_counts(self)
+            statuses[rendezvous.STATUS_KEY] = self.counts_of(rendezvous.is_store)
         if self.gang is not None:
             report_gang_placement(self)
 

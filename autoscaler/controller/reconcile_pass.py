@@ -7,7 +7,7 @@ Nothing here does I/O or reads the clock.
 """
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -18,6 +18,7 @@ from autoscaler.controller import rendezvous, torchft
 from autoscaler.controller.builders import PodSettings
 from autoscaler.controller.gang import GangScheduler
 from autoscaler.controller.pods import is_terminating
+from autoscaler.controller.status import count_replicas
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,20 @@ class PlanningPass:
     def delete(self, pod: JSON) -> None:
         if not is_terminating(pod):
             self.remove("Pod", pod["metadata"]["name"])
+
+    def counts_of(self, helper: Callable[[JSON], bool]) -> JSON:
+        """The `status.replicaStatuses` entry of the helper pods `helper` picks (the lighthouse,
+        the rendezvous store)."""
+        return count_replicas([pod for pod in self.observed.pods if helper(pod)])
+
+    def delete_helper(self, helper: Callable[[JSON], bool]) -> None:
+        """Every pod and Service `helper` picks: a job's helper goes with the job."""
+        for pod in self.observed.pods:
+            if helper(pod):
+                self.delete(pod)
+        for svc in self.observed.services:
+            if helper(svc):
+                self.remove("Service", svc["metadata"]["name"])
 
     def remove(self, kind: str, name: str) -> None:
         """Plan one delete of the object, however many rules ask for it (a lighthouse is both

@@ -4,12 +4,10 @@ one, replaced when it ends, and the `Rendezvous` condition while the annotation 
 What a store looks like is `rendezvous.py`'s; this module decides when to write it.
 """
 
-from autoscaler.api.models import JSON
 from autoscaler.controller import conditions as cond
 from autoscaler.controller import rendezvous
 from autoscaler.controller.pods import is_terminating, phase
 from autoscaler.controller.reconcile_pass import PlanningPass
-from autoscaler.controller.status import count_replicas
 
 
 def check_rendezvous(p: PlanningPass) -> bool:
@@ -37,17 +35,3 @@ def reconcile_store(p: PlanningPass) -> None:
             p.delete(pod)
     if not pods:
         p.result.create.append(rendezvous.desired_store_pod(p.job))
-
-
-def store_counts(p: PlanningPass) -> JSON:
-    """The store's entry in `status.replicaStatuses`."""
-    return count_replicas([pod for pod in p.observed.pods if rendezvous.is_store(pod)])
-
-
-def delete_store(p: PlanningPass) -> None:
-    for pod in p.observed.pods:
-        if rendezvous.is_store(pod):
-            p.delete(pod)
-    for svc in p.observed.services:
-        if rendezvous.is_store(svc):
-            p.remove("Service", svc["metadata"]["name"])

@@ -7,11 +7,10 @@ from datetime import timedelta
 from autoscaler.api.models import JSON
 from autoscaler.api.timestamps import format_timestamp, parse_timestamp
 from autoscaler.controller import conditions as cond
+from autoscaler.controller import rendezvous, torchft
 from autoscaler.controller.pods import phase, replica_type_of, restart_count
 from autoscaler.controller.reconcile_gang import delete_podgroup
 from autoscaler.controller.reconcile_pass import PlanningPass
-from autoscaler.controller.reconcile_rendezvous import delete_store
-from autoscaler.controller.reconcile_torchft import delete_lighthouse
 
 
 def finish(p: PlanningPass) -> None:
@@ -22,8 +21,8 @@ def finish(p: PlanningPass) -> None:
         for pod in p.observed.pods:
             if phase(pod) in ("Running", "Pending"):
                 _delete_pod_and_service(p, pod)
-    delete_lighthouse(p)  # whatever cleanPodPolicy says: it would run forever
-    delete_store(p)  # likewise
+    p.delete_helper(torchft.is_lighthouse)  # whatever cleanPodPolicy says: it would run forever
+    p.delete_helper(rendezvous.is_store)  # likewise
     delete_podgroup(p)
     if cond.has_condition(p.status["conditions"], cond.SUCCEEDED):
         for counts in (p.status.get("replicaStatuses") or {}).values():

@@ -10,7 +10,6 @@ from autoscaler.controller import conditions as cond
 from autoscaler.controller import torchft
 from autoscaler.controller.pods import is_terminating, phase
 from autoscaler.controller.reconcile_pass import PlanningPass
-from autoscaler.controller.status import count_replicas
 
 
 def check_fault_tolerance(p: PlanningPass) -> bool:
@@ -61,17 +60,3 @@ def restart_detached_workers(
         )
         p.event("Warning", cond.reason("Restarting"), message)
         p.condition(cond.RESTARTING, "True", "Restarting", message)
-
-
-def lighthouse_counts(p: PlanningPass) -> JSON:
-    """The lighthouse's entry in `status.replicaStatuses`."""
-    return count_replicas([pod for pod in p.observed.pods if torchft.is_lighthouse(pod)])
-
-
-def delete_lighthouse(p: PlanningPass) -> None:
-    for pod in p.observed.pods:
-        if torchft.is_lighthouse(pod):
-            p.delete(pod)
-    for svc in p.observed.services:
-        if torchft.is_lighthouse(svc):
-            p.remove("Service", svc["metadata"]["name"])
