@@ -14,7 +14,8 @@ from autoscaler.engine.announcements import (
 from autoscaler.engine.ports import ManagedJob
 from autoscaler.engine.settle import Settled
 from autoscaler.engine.state import DecisionRecord, Step, StepName
-from tests.support.engine_jobs import NOW, managed_job
+from tests.support.clock import NOW
+from tests.support.engine_jobs import managed_job
 
 POLICY = Step(name="policy", replicas=6, reason="OptimalAllocation", message="more is faster")
 COOLDOWN = Step(name="hold", replicas=4, reason="RescaleCooldown", message="cooling down")

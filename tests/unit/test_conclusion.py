@@ -20,7 +20,8 @@ from autoscaler.engine.settle import Settled
 from autoscaler.engine.state import JobState, PricedBatch, Step, StepName
 from autoscaler.policies.contract import BatchAtCount
 from autoscaler.policies.speedup import JobCurve
-from tests.support.engine_jobs import NOW, managed_job
+from tests.support.clock import NOW
+from tests.support.engine_jobs import managed_job
 
 CONFIG = SettleConfig(scale_down_stabilization_seconds=100)
 CURVE = JobCurve(low=1, throughput=np.array([10.0, 19.0, 27.0, 34.0, 40.0, 45.0]))
