@@ -17,23 +17,10 @@ from pydantic import ValidationError
 from autoscaler.api import coordinates as c
 from autoscaler.api.errors import first_error
 from autoscaler.clients.informer import Informer, ObjectKey
-from autoscaler.clients.kube import (
-    HPAS,
-    JOBS,
-    PODS,
-    PRIORITY_CLASSES,
-    RESOURCE_FLAVORS,
-    SERVICES,
-    WORKLOAD_PRIORITY_CLASSES,
-    WORKLOADS,
-    Kube,
-    NotFoundError,
-    Resource,
-)
+from autoscaler.clients.kube import HPAS, JOBS, PODS, SERVICES, Kube, NotFoundError, Resource
 from autoscaler.clients.recorder import EventRecorder
-from autoscaler.controller import kueue
 from autoscaler.controller.adoption import Adoption
-from autoscaler.controller.application import Application, podgroup_resource
+from autoscaler.controller.application import Application
 from autoscaler.controller.builders import UPSTREAM_DEFAULTS, PodSettings
 from autoscaler.controller.counting import (
     RequestCounter,
@@ -42,23 +29,13 @@ from autoscaler.controller.counting import (
     measured_pass,
 )
 from autoscaler.controller.expectations import Expectations
-from autoscaler.controller.gang import PODGROUP_KIND, GangScheduler, gang_scheduler
-from autoscaler.controller.keys import (
-    controlled_by,
-    controller_uid_keys,
-    job_key_of,
-    owned_keys,
-    owning_job_key,
-)
-from autoscaler.controller.kueue_runtime import (
-    KueueCaches,
-    KueueRuntime,
-    kueue_capped,
-    with_queued_workers,
-)
+from autoscaler.controller.gang import GangScheduler, gang_scheduler
+from autoscaler.controller.keys import controlled_by, job_key_of, owned_keys, owning_job_key
+from autoscaler.controller.kueue_runtime import KueueRuntime, kueue_capped, with_queued_workers
 from autoscaler.controller.naming import selector
 from autoscaler.controller.reconcile import plan
 from autoscaler.controller.reconcile_pass import Observed, Plan
+from autoscaler.controller.served_caches import ServedCaches
 from autoscaler.controller.workqueue import ShutDownError, WorkQueue
 from autoscaler.observability.metrics import OperatorMetrics, operator_metrics
 
@@ -121,7 +98,7 @@ class Operator:
         self.hpas = Informer(
             kube, HPAS, namespace=scope, on_event=self._on_owned_hpa, watch_timeout=timeout
         )
-        self.informers = [self.jobs, self.pods, self.services, self.hpas]
+        self._informers = [self.jobs, self.pods, self.services, self.hpas]
         self._rejected: dict[ObjectKey, Any] = {}
         self._caches: dict[str, Informer] = {
             "Pod": self.pods,
@@ -130,12 +107,16 @@ class Operator:
         }
         self._threads: list[threading.Thread] = []
         self.gang: GangScheduler | None = gang_scheduler(config.gang_scheduler_name)
-        self.podgroups: Informer | None = None
-        self.priority_classes: Informer | None = None
-        if self.gang is not None:
-            self.podgroup_resource = podgroup_resource(self.gang)
-            self.priority_classes = self._priority_classes_cache()
-            self.informers.append(self.priority_classes)
+        # Caches started once the API server serves their CRD (PodGroups, Kueue's objects).
+        self.served = ServedCaches(
+            kube,
+            gang=self.gang,
+            namespace=scope,
+            watch_timeout=timeout,
+            caches=self._caches,
+            start=self._start_informer,
+            on_event=self._on_podgroup,
+        )
         self.adoption = Adoption(kube, self._caches)
         self.application = Application(
             kube,
@@ -155,7 +136,7 @@ class Operator:
             enabled=lambda: self.config.kueue,
             jobs=self.jobs,
             record=self.application.record,
-            priorities=self._priorities,
+            priorities=self.served.priorities,
             clock=clock,
         )
 
@@ -166,7 +147,7 @@ class Operator:
         self._stop = stop
         for informer in list(self.informers):
             self._start_informer(informer)
-        self.watch_podgroups_if_served()
+        self.served.watch_podgroups_if_served()
         self.watch_kueue_if_served()
         while not stop.is_set() and not self.healthy():
             stop.wait(0.05)
@@ -178,7 +159,7 @@ class Operator:
         for worker in workers:
             worker.start()
         while not stop.wait(self.config.resync_seconds):
-            self.watch_podgroups_if_served()
+            self.served.watch_podgroups_if_served()
             self.watch_kueue_if_served()
             self.resync()
         self.queue.shut_down()
@@ -200,74 +181,17 @@ class Operator:
         self._threads.append(thread)
         thread.start()
 
-    def watch_podgroups_if_served(self) -> None:
-        """Start the PodGroup cache once the API server serves the gang scheduler's CRD.
-
-        Until then jobs get a GangScheduled=False condition saying the CRD is missing (upstream
-        exits at start instead, which would crash-loop the Deployment); checked at start and at
-        every resync, so installing the CRD later needs no restart.
-        """
-        if self.gang is None or self.podgroups is not None:
-            return
-        api = self.gang.api
-        if not self.kube.serves(api.group, api.version):
-            log.warning("gang scheduling: %s is not served (PodGroup CRD missing)", api.api_version)
-            return
-        informer = Informer(
-            self.kube,
-            self.podgroup_resource,
-            namespace=self.config.namespace,
-            on_event=self._on_podgroup,
-            watch_timeout=self.config.watch_timeout,
-        )
-        self._caches[PODGROUP_KIND] = informer
-        self._start_informer(informer)
-        informer.synced.wait(timeout=30)  # so the first passes do not create it twice
-        self.podgroups = informer
-        self.informers.append(informer)
+    @property
+    def informers(self) -> list[Informer]:
+        """Every cache: the jobs and what they own, then those started once served."""
+        return [*self._informers, *self.served.informers]
 
     def watch_kueue_if_served(self) -> None:
-        """With `kueue`: start the caches of Workloads, ResourceFlavors and
-        WorkloadPriorityClasses once Kueue's CRDs are served. Until then a labelled job is left
-        suspended (its pass waits), as Kueue would leave it without its controller."""
-        if not self.config.kueue or self.kueue_runtime.caches is not None:
-            return
-        if not self.kube.serves(kueue.GROUP, kueue.VERSION):
-            log.warning("kueue: %s is not served (Kueue's CRDs missing)", kueue.API_VERSION)
-            return
-        if self.priority_classes is None:
-            self.priority_classes = self._priority_classes_cache()
-            self._start_informer(self.priority_classes)
-            self.priority_classes.synced.wait(timeout=30)
-            self.informers.append(self.priority_classes)
-        caches = [
-            Informer(
-                self.kube,
-                resource,
-                namespace=scope,
-                on_event=on_event,
-                index=index,
-                watch_timeout=self.config.watch_timeout,
-            )
-            for resource, scope, on_event, index in (
-                (WORKLOADS, self.config.namespace, self._on_podgroup, controller_uid_keys),
-                (RESOURCE_FLAVORS, None, _ignored, None),
-                (WORKLOAD_PRIORITY_CLASSES, None, _ignored, None),
-            )
-        ]
-        for informer in caches:
-            self._start_informer(informer)
-        for informer in caches:
-            informer.synced.wait(timeout=30)
-        self._caches["Workload"] = caches[0]
-        self.kueue_runtime.caches = KueueCaches(*caches)
-        self.informers.extend(caches)
-
-    def _priority_classes_cache(self) -> Informer:
-        """PriorityClasses, read by the gang scheduler's PodGroups and by Kueue's priorities."""
-        return Informer(
-            self.kube, PRIORITY_CLASSES, on_event=_ignored, watch_timeout=self.config.watch_timeout
-        )
+        """With `kueue`: start Kueue's caches once its CRDs are served (`served_caches`). Until
+        then a labelled job is left suspended (its pass waits), as Kueue would leave it without
+        its controller."""
+        if self.config.kueue and self.kueue_runtime.caches is None:
+            self.kueue_runtime.caches = self.served.watch_kueue_if_served()
 
     def idle(self) -> bool:
         """Nothing queued, in progress or waiting to be sent (benchmarks and tests wait on it)."""
@@ -409,18 +333,10 @@ class Operator:
             pods=[pod for pod in self.pods.indexed(key) if controlled_by(pod, uid)],
             services=[svc for svc in self.services.indexed(key) if controlled_by(svc, uid)],
             hpa=self.hpas.get(key),
-            podgroup=self.podgroups.get(key) if self.podgroups is not None else None,
-            podgroup_api_missing=self.gang is not None and self.podgroups is None,
-            priorities=self._priorities(),
+            podgroup=self.served.podgroup(key),
+            podgroup_api_missing=self.served.podgroup_api_missing,
+            priorities=self.served.priorities(),
         )
-
-    def _priorities(self) -> dict[str, int]:
-        if self.priority_classes is None:
-            return {}
-        return {
-            pc["metadata"]["name"]: int(pc.get("value") or 0)
-            for pc in self.priority_classes.items()
-        }
 
     def apply(self, job: JSON, result: Plan, *, observed: Observed) -> None:
         """Every write of the plan (`application`)."""
@@ -428,7 +344,3 @@ class Operator:
 
     def _cached(self, kind: str, key: ObjectKey) -> JSON | None:
         return self._caches[kind].get(key)
-
-
-def _ignored(kind: str, obj: JSON) -> None:
-    """Cached for reading only: a change of them alone needs no pass."""

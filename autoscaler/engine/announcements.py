@@ -7,14 +7,15 @@ annotations warn once per change. The engine sends what these functions return.
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from autoscaler.engine.policy_runner import is_policy_fallback
 from autoscaler.engine.ports import JobKey, ManagedJob
-from autoscaler.engine.settle import STARVATION_STEP, Settled
-from autoscaler.engine.state import DecisionRecord, Step
+from autoscaler.engine.settle import METRICS_UNAVAILABLE, RESCALE_COOLDOWN, Settled
+from autoscaler.engine.state import DecisionRecord, Step, StepName
 
 # Hold reasons a user already learns from another Event: a cooldown follows every rescale, which
 # the `Rescaled` Event announces (upstream's HPA, too, sends an Event per rescale, none per
 # cooldown round).
-FOLLOWS_A_RESCALE = frozenset({"RescaleCooldown"})
+FOLLOWS_A_RESCALE = frozenset({RESCALE_COOLDOWN})
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def queueing(job: ManagedJob, record: DecisionRecord, settled: Settled) -> Annou
             reason="HeldBack", message=message, queueing=("suspended", first.reason)
         )
     last = settled.steps[-1]
-    reason = last.reason if last.name == STARVATION_STEP else first.reason
+    reason = last.reason if last.name == StepName.STARVATION else first.reason
     message = f"0 -> {record.replicas} workers, resumed ({reason}): {last.message}"
     return Announcement(reason="Resumed", message=message, queueing=("resumed", reason))
 
@@ -72,15 +73,15 @@ def new_hold(
         return None
     if previous is not None and previous.reason == record.reason:
         return None
-    warning = held.startswith("Policy") or held == "MetricsUnavailable"
+    warning = is_policy_fallback(held) or held == METRICS_UNAVAILABLE
     return Announcement(reason=held, message=record.message, warning=warning)
 
 
 def held_reason(steps: Sequence[Step]) -> str:
     """Why a decision kept the job's count whatever the policy wished (a hold step, or the
     policy's fallback), else ""."""
-    fallback = steps[0].reason if steps[0].reason.startswith("Policy") else ""
-    held = [step.reason for step in steps if step.name == "hold"]
+    fallback = steps[0].reason if is_policy_fallback(steps[0].reason) else ""
+    held = [step.reason for step in steps if step.name == StepName.HOLD]
     return held[-1] if held else fallback
 
 

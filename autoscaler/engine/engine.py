@@ -2,10 +2,11 @@
 
 This module sequences the round; the decisions are pure and live beside it (`settle`,
 `queueing`, `proposals`, `conclusion`, `announcements`), and its I/O goes through the ports:
-what it reads in `inputs`, the counts it writes in `application`, the per-job state it keeps in
-`persistence`. The policy is called through a `PolicyRunner` (in a thread, or in a worker
-process): a policy that raises, overruns its time or memory budget or returns nonsense never
-changes a count: that round keeps every job where it is, with an Event and a metric.
+what it reads in `inputs` (a round's observation in `observation`), the counts it writes in
+`application`, the per-job state it keeps in `persistence`. The policy is called through a
+`PolicyRunner` (in a thread, or in a worker process): a policy that raises, overruns its time or
+memory budget or returns nonsense never changes a count: that round keeps every job where it is,
+with an Event and a metric.
 """
 
 import logging
@@ -14,12 +15,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 
-from autoscaler.engine.announcements import (
-    Announcement,
-    announcement,
-    invalid_annotations,
-    problems,
-)
+from autoscaler.engine.announcements import Announcement, announcement
 from autoscaler.engine.application import CountWriter
 from autoscaler.engine.conclusion import (
     NOT_WRITTEN,
@@ -31,38 +27,17 @@ from autoscaler.engine.conclusion import (
 )
 from autoscaler.engine.config import EngineConfig
 from autoscaler.engine.goodput import priced_at
-from autoscaler.engine.inputs import (
-    query_failures,
-    read_goodput,
-    read_progress,
-    read_throughput,
-    sized,
-    with_declared_total,
-)
+from autoscaler.engine.inputs import read_goodput
+from autoscaler.engine.observation import Observation
 from autoscaler.engine.persistence import StateStore
 from autoscaler.engine.policy_runner import PolicyRunner, ThreadRunner
-from autoscaler.engine.ports import (
-    Cluster,
-    GoodputSource,
-    JobKey,
-    ManagedJob,
-    Progress,
-    ThroughputSource,
-)
+from autoscaler.engine.ports import Cluster, GoodputSource, JobKey, ManagedJob, ThroughputSource
 from autoscaler.engine.proposals import Proposals, proposals
-from autoscaler.engine.queueing import queue_and_settle, queue_view, waiting_hold
-from autoscaler.engine.report import Outcome, RoundReport, count_others, export, log_records
-from autoscaler.engine.settle import (
-    Settled,
-    current,
-    fit_capacity,
-    hold,
-    limit_rescales,
-    observe,
-)
+from autoscaler.engine.queueing import queue_and_settle, queue_view
+from autoscaler.engine.report import Outcome, RoundReport, export, log_records
+from autoscaler.engine.settle import Settled, current, fit_capacity, limit_rescales
 from autoscaler.engine.snapshot import pinned, snapshot
 from autoscaler.engine.state import JobState, Step
-from autoscaler.engine.throughput_query import refused_holds, refused_queries
 from autoscaler.observability.decision_log import DecisionLog
 from autoscaler.observability.engine_metrics import EngineMetrics
 from autoscaler.policies.contract import Goodput, Policy, Snapshot
@@ -114,8 +89,15 @@ class Engine:
             refreshes_per_round=config.state_refreshes_per_round,
         )
         self.writer = CountWriter(cluster, store=self.store, config=config.settle, metrics=metrics)
-        self._problems: dict[JobKey, tuple[str, ...]] = {}
-        self._failures: dict[JobKey, str] = {}  # this round's failed throughput queries
+        self.observation = Observation(
+            cluster=cluster,
+            throughput=throughput,
+            config=config,
+            store=self.store,
+            states=self.states,
+            metrics=metrics,
+            announce=self._announce,
+        )
         self.goodput_source = goodput
         self._priced: dict[JobKey, Goodput] = {}  # each goodput job's latest pricing
 
@@ -129,7 +111,7 @@ class Engine:
 
     def run_once(self, *, now: datetime) -> RoundReport:
         self.finish_saves()
-        jobs, readings, holds = self._observe_round(now=now)
+        jobs, readings, holds = self.observation.round(now=now)
         capacity = dict(
             self.config.capacity if self.config.capacity is not None else self.cluster.capacity()
         )
@@ -175,78 +157,6 @@ class Engine:
         self._record(report, capacity=capacity)
         self._forget_gone({job.key for job in jobs})
         return report
-
-    def _observe_round(
-        self, *, now: datetime
-    ) -> tuple[list[ManagedJob], dict[JobKey, float | None], dict[JobKey, Step | None]]:
-        """The jobs the engine sizes, their readings, and the holds that keep their counts."""
-        elastic = self.cluster.jobs()
-        if self.metrics:
-            count_others(self.metrics, elastic)
-        jobs = [job for job in elastic if sized(job)]
-        source = self.config.prometheus
-        refused = refused_queries(
-            jobs, window=source.window, allowed_namespaces=source.job_query_namespaces
-        )
-        self._warn_invalid(jobs, refused=refused)
-        readings = self._read(jobs, now=now, refused=refused)
-        progress = read_progress(self.throughput, jobs, now=now)
-        jobs = [with_declared_total(job, progress.get(job.key)) for job in jobs]
-        holds = self._observe(jobs, readings=readings, progress=progress, now=now)
-        holds.update(refused_holds(jobs, refused))
-        return jobs, readings, holds
-
-    def _warn_invalid(self, jobs: Sequence[ManagedJob], *, refused: Mapping[JobKey, str]) -> None:
-        """A Warning for each job whose annotations are ignored or refused, once per change."""
-        for job in jobs:
-            found = problems(job, refused=refused)
-            self._announce(job, invalid_annotations(found, announced=self._problems.get(job.key)))
-            self._problems[job.key] = found
-
-    def _read(
-        self, jobs: Sequence[ManagedJob], *, now: datetime, refused: Mapping[JobKey, str]
-    ) -> dict[JobKey, float | None]:
-        readings = read_throughput(self.throughput, jobs, now=now, refused=refused)
-        self._failures = query_failures(self.throughput, jobs, previous=self._failures)
-        if self.metrics:
-            for key, value in readings.items():
-                if value is None:
-                    cause = "query_failed" if key in self._failures else "no_data"
-                    self.metrics.metrics_unavailable.labels(cause).inc()
-        return readings
-
-    def _observe(
-        self,
-        jobs: Sequence[ManagedJob],
-        *,
-        readings: Mapping[JobKey, float | None],
-        progress: Mapping[JobKey, Progress],
-        now: datetime,
-    ) -> dict[JobKey, Step | None]:
-        """Fold this round's readings into each job's state; which jobs must keep their count."""
-        config = self.config.settle
-        holds = {}
-        for job in jobs:
-            state = self.states.get(job.key)
-            if state is None:
-                state = self.store.restore(job)
-            done = progress.get(job.key, Progress()).samples_done
-            state = observe(
-                job, state, reading=readings[job.key], samples_done=done, now=now, config=config
-            )
-            self.states[job.key] = state
-            if job.held_back:  # no pods, so no reading: only its cooldown holds it
-                holds[job.key] = waiting_hold(job, state, now=now, config=config)
-                continue
-            holds[job.key] = hold(
-                job,
-                state,
-                reading=readings[job.key],
-                now=now,
-                config=config,
-                failure=self._failures.get(job.key, ""),
-            )
-        return holds
 
     def _decide(self, view: Snapshot, *, jobs: Sequence[ManagedJob], now: datetime) -> Proposals:
         started = time.perf_counter()
@@ -398,6 +308,6 @@ class Engine:
         for key in set(self.states) - keys:
             self.states.pop(key)
             self.store.forget(key)
-            self._problems.pop(key, None)
+            self.observation.forget(key)
             if self.metrics:
                 self.metrics.forget(namespace=key[0], name=key[1])

@@ -51,6 +51,14 @@ TIMEOUT = "PolicyTimeout"
 STILL_RUNNING = "PolicyStillRunning"
 INVALID = "PolicyInvalid"
 OUT_OF_MEMORY = "PolicyOutOfMemory"
+FALLBACK_PREFIX = "Policy"  # every fallback reason starts with it
+
+
+def is_policy_fallback(reason: str) -> bool:
+    """Whether `reason` is a fallback's: the policy failed, overran or returned nonsense, and
+    every count is kept."""
+    return reason.startswith(FALLBACK_PREFIX)
+
 
 Row = tuple[str, str, int, str, str]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from autoscaler.engine.policy_runner import RunResult
 from autoscaler.engine.ports import JobKey, ManagedJob
 from autoscaler.engine.settle import current
-from autoscaler.engine.state import Step
+from autoscaler.engine.state import Step, StepName
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ def proposals(result: RunResult, jobs: Sequence[ManagedJob], *, seconds: float) 
             steps[job.key] = kept(job, fallback=result.fallback)
         else:
             steps[job.key] = Step(
-                name="policy",
+                name=StepName.POLICY,
                 replicas=decision.replicas,
                 reason=decision.reason,
                 message=decision.message,
@@ -43,7 +43,7 @@ def kept(job: ManagedJob, *, fallback: str) -> Step:
     reason = fallback or "NotDecided"
     why = fallback or "the policy returned no count for the job"
     return Step(
-        name="policy",
+        name=StepName.POLICY,
         replicas=current(job),
         reason=reason,
         message=f"kept at {current(job)}: {why}",

@@ -14,14 +14,11 @@ from datetime import datetime, timedelta
 
 from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.ports import JobKey, ManagedJob
-from autoscaler.engine.settle import STARVATION_STEP, Settled, settle
-from autoscaler.engine.state import JobState, Step
+from autoscaler.engine.settle import RESCALE_COOLDOWN, Settled, settle
+from autoscaler.engine.state import JobState, Step, StepName
 from autoscaler.policies.contract import Snapshot
 
 log = logging.getLogger(__name__)
-
-SUSPEND_STEP = "suspend"
-RESUME_STEP = "resume"
 
 
 def held_seconds(job: ManagedJob, *, now: datetime) -> float | None:
@@ -67,7 +64,7 @@ def waiting_hold(
     since = max(t for t in (state.last_rescale, job.held_since) if t is not None)
     if now - since < timedelta(seconds=config.cooldown_seconds):
         message = f"held back less than {config.cooldown_seconds:g} s ago"
-        return Step(name="hold", replicas=0, reason="RescaleCooldown", message=message)
+        return Step(name=StepName.HOLD, replicas=0, reason=RESCALE_COOLDOWN, message=message)
     return None
 
 
@@ -160,7 +157,7 @@ def _running(
         return Queued(proposal=proposal)
     if held is None and may_hold(job, state, now=now, config=config):
         step = Step(
-            name=SUSPEND_STEP,
+            name=StepName.SUSPEND,
             replicas=0,
             reason="HeldBack",
             message=f"held back (suspended) on the policy's 0: {proposal.message}",
@@ -168,7 +165,7 @@ def _running(
         return Queued(proposal=proposal, settled=Settled(replicas=0, steps=(proposal, step)))
     why = "the job is not preemptible" if not job.preemptible else _protected(state, now, config)
     minimum = Step(
-        name="queue",
+        name=StepName.QUEUE,
         replicas=job.min_replicas,
         reason="NotPreemptible" if not job.preemptible else "HoldBackRefused",
         message=f"the policy gave 0 but {why}: kept at least at its minimum",
@@ -183,7 +180,7 @@ def _waiting(
         count = resume_count(job, max(proposal.replicas, job.min_replicas))
         held_for = held_seconds(job, now=now) or 0.0
         step = Step(
-            name=STARVATION_STEP,
+            name=StepName.STARVATION,
             replicas=count,
             reason="HeldTooLong",
             message=f"held back {held_for:.0f} s, the bound is {config.max_held_seconds:g} s"
@@ -196,7 +193,7 @@ def _waiting(
         return Queued(proposal=proposal, settled=Settled(replicas=0, steps=(proposal,)))
     count = resume_count(job, proposal.replicas)
     step = Step(
-        name=RESUME_STEP,
+        name=StepName.RESUME,
         replicas=count,
         reason=proposal.reason,
         message=f"resumed at {count} workers: {proposal.message}",

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.ports import ManagedJob
-from autoscaler.engine.state import JobState, Step
+from autoscaler.engine.state import JobState, Step, StepName
 
 RECOVERING = "Recovering"
 
@@ -112,4 +112,4 @@ def recovering(
         )
     else:
         return None
-    return Step(name="hold", replicas=job.replicas, reason=RECOVERING, message=message)
+    return Step(name=StepName.HOLD, replicas=job.replicas, reason=RECOVERING, message=message)

@@ -14,10 +14,12 @@ from datetime import datetime, timedelta
 from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.ports import JobKey, ManagedJob
 from autoscaler.engine.recovery import recover, recovering, running_count
-from autoscaler.engine.state import JobState, Point, Step
+from autoscaler.engine.state import JobState, Point, Step, StepName
 from autoscaler.policies.rounding import ceil_count, floor_count
 
-STARVATION_STEP = "starvation"  # the step of a resume the starvation bound forces
+# Hold reasons other modules tell apart.
+METRICS_UNAVAILABLE = "MetricsUnavailable"  # no reading, or none recent at the job's count
+RESCALE_COOLDOWN = "RescaleCooldown"  # rescaled (or held back) less than the cooldown ago
 
 
 def observe(
@@ -119,15 +121,13 @@ def hold(
     point = state.throughput.get(running)
     if reading is None:
         why = f"the throughput query failed ({failure})" if failure else "no throughput reading"
-        return _held(job, "MetricsUnavailable", f"{why} this round: never scale on no data")
+        return _held(job, METRICS_UNAVAILABLE, f"{why} this round: never scale on no data")
     if point is None or now - point.observed_at > timedelta(seconds=config.stale_after_seconds):
-        return _held(job, "MetricsUnavailable", f"no recent throughput at {running} workers yet")
+        return _held(job, METRICS_UNAVAILABLE, f"no recent throughput at {running} workers yet")
     if state.last_rescale is not None and now - state.last_rescale < timedelta(
         seconds=config.cooldown_seconds
     ):
-        return _held(
-            job, "RescaleCooldown", f"rescaled less than {config.cooldown_seconds:g} s ago"
-        )
+        return _held(job, RESCALE_COOLDOWN, f"rescaled less than {config.cooldown_seconds:g} s ago")
     left = restarts_left(job, state)
     if left is not None and left < 1:
         return _held(job, "RestartBudgetExhausted", _budget_spent(job.max_restarts or 0))
@@ -145,7 +145,7 @@ def _budget_spent(max_restarts: int) -> str:
 
 
 def _held(job: ManagedJob, reason: str, message: str) -> Step:
-    return Step(name="hold", replicas=job.replicas, reason=reason, message=message)
+    return Step(name=StepName.HOLD, replicas=job.replicas, reason=reason, message=message)
 
 
 @dataclass(frozen=True)
@@ -183,14 +183,14 @@ def _clamp(
 ) -> Step | None:
     if replicas > job.max_replicas:
         return Step(
-            name="clamp",
+            name=StepName.CLAMP,
             replicas=job.max_replicas,
             reason="TooManyReplicas",
             message=f"the job's maximum is {job.max_replicas}",
         )
     if replicas < job.min_replicas:
         return Step(
-            name="clamp",
+            name=StepName.CLAMP,
             replicas=job.min_replicas,
             reason="TooFewReplicas",
             message=f"the job's minimum is {job.min_replicas}",
@@ -210,7 +210,9 @@ def _stabilise(
     if stable == replicas:
         return None
     message = f"recommended {stable} within the last {config.scale_down_stabilization_seconds:g} s"
-    return Step(name="stabilise", replicas=stable, reason="ScaleDownStabilized", message=message)
+    return Step(
+        name=StepName.STABILISE, replicas=stable, reason="ScaleDownStabilized", message=message
+    )
 
 
 def _rate_limit(
@@ -223,14 +225,14 @@ def _rate_limit(
     down = current - max(1, floor_count(current * config.scale_down_max_percent / 100))
     if replicas > up:
         return Step(
-            name="rate-limit",
+            name=StepName.RATE_LIMIT,
             replicas=up,
             reason="ScaleUpLimited",
             message=f"at most {up - current} more workers per decision",
         )
     if replicas < down:
         return Step(
-            name="rate-limit",
+            name=StepName.RATE_LIMIT,
             replicas=down,
             reason="ScaleDownLimited",
             message=f"at most {current - down} fewer workers per decision",
@@ -250,7 +252,7 @@ def _allowed(
     between = [count for count in allowed if low <= count <= high]
     count = (max if replicas > job.replicas else min)(between, default=job.replicas)
     message = f"the job runs only at {', '.join(map(str, allowed))} workers"
-    return Step(name="allowed", replicas=count, reason="NotAllowedCount", message=message)
+    return Step(name=StepName.ALLOWED, replicas=count, reason="NotAllowedCount", message=message)
 
 
 def _pending(
@@ -258,13 +260,19 @@ def _pending(
 ) -> Step | None:
     if replicas > job.replicas and job.gang_waiting:
         message = "its gang (PodGroup) is not placed yet: no scale-up until it is"
-        return Step(name="pending", replicas=job.replicas, reason="GangPending", message=message)
+        return Step(
+            name=StepName.PENDING, replicas=job.replicas, reason="GangPending", message=message
+        )
     if replicas > job.replicas and job.quota_waiting:
         message = "a scale-up waits for Kueue to admit its Workload slice: no further one till then"
-        return Step(name="pending", replicas=job.replicas, reason="QuotaPending", message=message)
+        return Step(
+            name=StepName.PENDING, replicas=job.replicas, reason="QuotaPending", message=message
+        )
     if replicas > job.replicas and job.active < job.replicas:
         message = f"only {job.active} of {job.replicas} workers run: no scale-up until they do"
-        return Step(name="pending", replicas=job.replicas, reason="PodsPending", message=message)
+        return Step(
+            name=StepName.PENDING, replicas=job.replicas, reason="PodsPending", message=message
+        )
     return None
 
 
@@ -317,14 +325,16 @@ def limit_rescales(
     for job in sorted(changing, key=turn)[limit:]:
         if forced(settled[job.key]):
             continue  # more forced resumes than the limit: all of them go
-        step = Step(name="limit", replicas=current(job), reason="RescalesLimited", message=message)
+        step = Step(
+            name=StepName.LIMIT, replicas=current(job), reason="RescalesLimited", message=message
+        )
         result[job.key] = Settled(replicas=current(job), steps=(*settled[job.key].steps, step))
     return result
 
 
 def forced(settled: Settled) -> bool:
     """Whether the starvation bound forces this count (a resume no later step may undo)."""
-    return settled.steps[-1].name == STARVATION_STEP
+    return settled.steps[-1].name == StepName.STARVATION
 
 
 def fit_capacity(
@@ -353,7 +363,7 @@ def fit_capacity(
             size = job.resources_per_replica.get(resource, 0.0)
             wanted[resource] -= (result[job.key].replicas - current(job)) * size
         step = Step(
-            name="capacity",
+            name=StepName.CAPACITY,
             replicas=current(job),
             reason="InsufficientCapacity",
             message="the other jobs' counts leave no room to grow",

@@ -5,6 +5,7 @@ So a new leader resumes where the last one stopped, and `explain` can show it.
 
 import logging
 from datetime import datetime
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -21,11 +22,32 @@ class Point(BaseModel):
     observed_at: datetime
 
 
+class StepName(StrEnum):
+    """The settle pipeline's steps; a value is what a state annotation and the decision log
+    store."""
+
+    POLICY = "policy"  # the policy's count, or the count kept when it failed (`proposals`)
+    HOLD = "hold"  # the job keeps its count this round (recovering, no data, cooling down...)
+    QUEUE = "queue"  # the policy's 0 for a job that may not be held back: its minimum
+    SUSPEND = "suspend"  # held back (suspended) on the policy's 0
+    RESUME = "resume"  # a held-back job resumed at the count the policy gives it
+    STARVATION = "starvation"  # a resume the starvation bound forces
+    CLAMP = "clamp"  # within the job's minimum and maximum
+    STABILISE = "stabilise"  # a scale-down no further than the window's recommendations
+    RATE_LIMIT = "rate-limit"  # at most so many workers more or fewer per decision
+    ALLOWED = "allowed"  # one of the job's allowed counts
+    PENDING = "pending"  # no scale-up while pods, the gang or the quota wait
+    LIMIT = "limit"  # deferred: at most so many rescales a round
+    CAPACITY = "capacity"  # a scale-up the cluster has no room for, undone
+
+
 class Step(BaseModel):
     """One settle step that changed the count (or held it), with its CamelCase reason."""
 
     model_config = ConfigDict(frozen=True)
 
+    # A `StepName`, stored as its plain string: a state saved with a name this version does not
+    # know still loads.
     name: str
     replicas: int
     reason: str

@@ -21,7 +21,7 @@ import promql_parser
 
 from autoscaler.api.coordinates import ANNOTATION_THROUGHPUT_QUERY
 from autoscaler.engine.ports import JobKey, ManagedJob
-from autoscaler.engine.state import Step
+from autoscaler.engine.state import Step, StepName
 from autoscaler.metrics_contract import LABEL_NAMESPACE
 
 PLACEHOLDERS = frozenset({"namespace", "name", "window"})
@@ -151,7 +151,7 @@ def refused_holds(jobs: Sequence[ManagedJob], refused: Mapping[JobKey, str]) -> 
     job stays held back)."""
     return {
         job.key: Step(
-            name="hold",
+            name=StepName.HOLD,
             replicas=job.replicas,
             reason=REFUSED,
             message=f"{refused[job.key]}: keeping the count",

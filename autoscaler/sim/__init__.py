@@ -4,8 +4,9 @@
 `Comparison`: the figures of each policy beside lower bounds no policy can beat.
 """
 
-from autoscaler.sim.comparison import Comparison, PolicyRun, compare
+from autoscaler.sim.comparison import Comparison, compare
 from autoscaler.sim.lineup import DEFAULT_POLICIES, PolicyChoice
+from autoscaler.sim.outcome import PolicyRun
 from autoscaler.sim.simulation import SimConfig
 
 __all__ = ["DEFAULT_POLICIES", "Comparison", "PolicyChoice", "PolicyRun", "SimConfig", "compare"]

@@ -13,7 +13,7 @@ import multiprocessing
 import queue
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from multiprocessing.queues import Queue
 from pathlib import Path
@@ -22,14 +22,14 @@ from autoscaler.engine.engine import Engine
 from autoscaler.policies.contract import reporting_of
 from autoscaler.policies.registry import DEFAULT_POLICY
 from autoscaler.sim import report
-from autoscaler.sim.bounds import LowerBound, workload_bound
+from autoscaler.sim.bounds import workload_bound
 from autoscaler.sim.bundled import DEFAULT_CONFIG
 from autoscaler.sim.goodput import GoodputWorkload, goodput_workload
 from autoscaler.sim.inputs import read_profiles, read_workload
 from autoscaler.sim.lineup import DEFAULT_POLICIES, PolicyChoice, built, lineup, model_of
-from autoscaler.sim.lp_bound import LpBound, lp_bound
+from autoscaler.sim.lp_bound import lp_bound
+from autoscaler.sim.outcome import Outcome, PolicyRun
 from autoscaler.sim.profiles import Profile
-from autoscaler.sim.results import RunResult
 from autoscaler.sim.settings import engine_config
 from autoscaler.sim.simulation import SimConfig, Simulation
 from autoscaler.sim.state import Phase
@@ -38,46 +38,8 @@ from autoscaler.sim.workload import WorkloadJob
 Progress = Callable[[int, int, str], None]  # (jobs done, jobs in all runs, what runs now)
 
 
-@dataclass(frozen=True)
-class PolicyRun:
-    """One policy's run: the simulation's result and the policy's time per round."""
-
-    name: str
-    result: RunResult
-    solve_seconds: tuple[float, ...]  # wall-clock time of each round's decision
-    fallbacks: int  # rounds in which the policy failed or overran (every count kept)
-    model: str = "-"  # the throughput model it decides on (`lineup.model_of`)
-
-    @property
-    def mean_solve_seconds(self) -> float | None:
-        solves = self.solve_seconds
-        return sum(solves) / len(solves) if solves else None
-
-
-@dataclass(frozen=True)
-class Comparison:
-    runs: Mapping[str, PolicyRun]  # in the order the policies were given
-    lower_bound: LowerBound  # each job alone
-    lp_bound: LpBound  # the time-indexed relaxation: the mean JCT's yardstick
-    config: SimConfig
-    workload: tuple[WorkloadJob, ...]
-    # The default policy (else the first) again with every job in torchft mode.
-    torchft: PolicyRun | None = None
-
-    @property
-    def rejected(self) -> tuple[tuple[str, str], ...]:
-        """(name, reason) of every job the cluster can never run (the same in every run)."""
-        first = next(iter(self.runs.values()))
-        return tuple((j.name, j.reason) for j in first.result.jobs if j.status == "rejected")
-
-    def ratios(self, name: str) -> dict[str, float | None]:
-        """Mean JCT over the LP bound; p95 JCT and makespan over the each-job-alone bounds."""
-        result, bound = self.runs[name].result, self.lower_bound
-        return {
-            "mean_jct": _ratio(result.mean_jct, self.lp_bound.mean_jct),
-            "p95_jct": _ratio(result.p95_jct, bound.p95_jct),
-            "makespan": _ratio(result.makespan, bound.makespan),
-        }
+class Comparison(Outcome):
+    """Every policy's run on one workload beside the bounds, with the reports of them."""
 
     def table(self, *, queued: "Comparison | None" = None) -> str:
         """The figures as a text table (`autoscaler simulate` prints it); `queued`: the same
@@ -87,10 +49,6 @@ class Comparison:
     def to_json(self, *, jobs: bool = False) -> dict[str, object]:
         """The figures as `autoscaler simulate -o json` prints them; `jobs`: every job's too."""
         return report.to_json(self, jobs=jobs)
-
-
-def _ratio(value: float | None, bound: float | None) -> float | None:
-    return value / bound if value is not None and bound else None
 
 
 def run_policy(

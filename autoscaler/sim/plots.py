@@ -10,7 +10,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from autoscaler.sim.comparison import Comparison, PolicyRun
+from autoscaler.sim.comparison import Comparison
+from autoscaler.sim.outcome import PolicyRun
 
 HOUR = 3600.0
 

@@ -1,11 +1,9 @@
 """A comparison as a text table and as JSON."""
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from autoscaler.sim.outcome import Outcome, PolicyRun
 from autoscaler.sim.results import JobResult
-
-if TYPE_CHECKING:  # the comparison's methods call these
-    from autoscaler.sim.comparison import Comparison, PolicyRun
 
 QUEUED = "(preemptible jobs)"  # the rows of a run with every job preemptible
 COLUMNS = (
@@ -13,7 +11,7 @@ COLUMNS = (
 )  # fmt: skip
 
 
-def summary(run: "PolicyRun") -> dict[str, object]:
+def summary(run: PolicyRun) -> dict[str, object]:
     """The figures `-o json` promises for one policy."""
     result = run.result
     return {
@@ -42,7 +40,7 @@ def _job(job: JobResult) -> dict[str, object]:
     }
 
 
-def to_json(comparison: "Comparison", *, jobs: bool = False) -> dict[str, object]:
+def to_json(comparison: Outcome, *, jobs: bool = False) -> dict[str, object]:
     """Figures per policy, their ratios to the lower bound, the bound, and what could not run."""
     policies: dict[str, object] = {}
     for name, run in comparison.runs.items():
@@ -79,7 +77,7 @@ def to_json(comparison: "Comparison", *, jobs: bool = False) -> dict[str, object
     }
 
 
-def torchft_effect(comparison: "Comparison") -> dict[str, Any] | None:
+def torchft_effect(comparison: Outcome) -> dict[str, Any] | None:
     """A policy's mean JCT with every job in torchft mode, and its ratio to the policy's own
     run (None when not simulated)."""
     if comparison.torchft is None:
@@ -110,7 +108,7 @@ def _solve(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:.1f} ms"
 
 
-def rows(comparison: "Comparison") -> list[tuple[str, ...]]:
+def rows(comparison: Outcome) -> list[tuple[str, ...]]:
     """The table's cells: a row per policy, then the LP bound and each job alone."""
     cells: list[tuple[str, ...]] = []
     for name, run in comparison.runs.items():
@@ -131,7 +129,7 @@ def rows(comparison: "Comparison") -> list[tuple[str, ...]]:
     return cells
 
 
-def bound_rows(comparison: "Comparison") -> list[tuple[str, ...]]:
+def bound_rows(comparison: Outcome) -> list[tuple[str, ...]]:
     """The LP bound (mean JCT only) and each job alone, as table rows."""
     bound, relaxed = comparison.lower_bound, comparison.lp_bound
     alone = (seconds(bound.mean_jct), seconds(bound.p95_jct), seconds(bound.makespan))
@@ -151,7 +149,7 @@ def aligned(cells: list[tuple[str, ...]]) -> str:
     )  # fmt: skip
 
 
-def table(comparison: "Comparison", *, queued: "Comparison | None" = None) -> str:
+def table(comparison: Outcome, *, queued: Outcome | None = None) -> str:
     """The comparison for people: a header line, the table, then jobs that did not finish;
     `queued`: the same workload with every job preemptible, its runs as rows of their own."""
     config = comparison.config

@@ -1,12 +1,11 @@
 """The engine's view of a job, as its unit tests build it: a running engine-sized job at 4 of
 1-8 workers, created an hour before `NOW`; each test names only the fields it is about."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from autoscaler.engine.ports import ManagedJob, Owner
-
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+from tests.support.clock import NOW
 
 
 def managed_job(**changes: Any) -> ManagedJob:

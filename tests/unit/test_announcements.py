@@ -12,9 +12,10 @@ from autoscaler.engine.announcements import (
     problems,
 )
 from autoscaler.engine.ports import ManagedJob
-from autoscaler.engine.settle import STARVATION_STEP, Settled
-from autoscaler.engine.state import DecisionRecord, Step
-from tests.support.engine_jobs import NOW, managed_job
+from autoscaler.engine.settle import Settled
+from autoscaler.engine.state import DecisionRecord, Step, StepName
+from tests.support.clock import NOW
+from tests.support.engine_jobs import managed_job
 
 POLICY = Step(name="policy", replicas=6, reason="OptimalAllocation", message="more is faster")
 COOLDOWN = Step(name="hold", replicas=4, reason="RescaleCooldown", message="cooling down")
@@ -23,7 +24,7 @@ RECOVERING = Step(name="hold", replicas=4, reason="Recovering", message="a worke
 FALLBACK = Step(name="policy", replicas=4, reason="PolicyTimeout", message="kept at 4: late")
 SUSPEND = Step(name="suspend", replicas=0, reason="Preempted", message="others need the GPUs")
 RESUME = Step(name="policy", replicas=2, reason="Resumable", message="room again")
-STARVED = Step(name=STARVATION_STEP, replicas=1, reason="Starving", message="held too long")
+STARVED = Step(name=StepName.STARVATION, replicas=1, reason="Starving", message="held too long")
 
 
 job = managed_job

@@ -16,11 +16,12 @@ from autoscaler.engine.conclusion import (
 )
 from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.ports import ManagedJob
-from autoscaler.engine.settle import STARVATION_STEP, Settled
-from autoscaler.engine.state import JobState, PricedBatch, Step
+from autoscaler.engine.settle import Settled
+from autoscaler.engine.state import JobState, PricedBatch, Step, StepName
 from autoscaler.policies.contract import BatchAtCount
 from autoscaler.policies.speedup import JobCurve
-from tests.support.engine_jobs import NOW, managed_job
+from tests.support.clock import NOW
+from tests.support.engine_jobs import managed_job
 
 CONFIG = SettleConfig(scale_down_stabilization_seconds=100)
 CURVE = JobCurve(low=1, throughput=np.array([10.0, 19.0, 27.0, 34.0, 40.0, 45.0]))
@@ -48,7 +49,7 @@ def decided(the_job: ManagedJob, *steps: Step, priced: PricedBatch | None = None
 
 
 SUSPEND = Step(name="suspend", replicas=0, reason="Preempted", message="m")
-STARVED = Step(name=STARVATION_STEP, replicas=1, reason="Starving", message="m")
+STARVED = Step(name=StepName.STARVATION, replicas=1, reason="Starving", message="m")
 CLAMP = Step(name="clamp", replicas=5, reason="Max", message="m")
 
 

@@ -1,7 +1,7 @@
 """`explain` from API objects alone (read as the CLI reads them): owner, throughput points,
 curve and decisions."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from autoscaler.api import coordinates as c
@@ -10,8 +10,7 @@ from autoscaler.clients.jobs import hpa_status, managed_job, object_name
 from autoscaler.engine.explain import explain
 from autoscaler.engine.state import DecisionRecord, JobState, Point, Step
 from autoscaler.policies.throughput_model import ThroughputModel
-
-NOW = datetime(2026, 11, 29, 12, tzinfo=UTC)
+from tests.support.clock import NOW
 
 
 def job_object(

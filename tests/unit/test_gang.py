@@ -2,7 +2,6 @@
 engine reads, and deletion when the job ends (upstream v1.9 and the elastic difference)."""
 
 import copy
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -22,9 +21,9 @@ from autoscaler.controller.gang import (
 from autoscaler.controller.reconcile import plan
 from autoscaler.controller.reconcile_pass import Observed, Plan
 from autoscaler.engine.settle import running_count
+from tests.support.clock import NOW
 from tests.unit.test_reconcile import condition, job, pod, service
 
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 JSON = dict[str, Any]
 VOLCANO, PLUGINS = GangScheduler("volcano"), GangScheduler("scheduler-plugins")
 ADMITTED = {"metadata": {"name": "j", "resourceVersion": "7"}, "status": {"phase": "Inqueue"}}

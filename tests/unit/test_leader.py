@@ -3,15 +3,14 @@
 import copy
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from autoscaler.clients.kube import ConflictError, NotFoundError
 from autoscaler.clients.leader import LeaderElector, LeaseTimings, lease_action, lease_record
-
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+from tests.support.clock import NOW
 
 
 def lease(holder: str, *, renewed_ago: float, duration: int = 15) -> dict[str, Any]:

@@ -10,7 +10,8 @@ import pytest
 from autoscaler.engine.persistence import StateStore, decided_from, due_refreshes, essence
 from autoscaler.engine.ports import ManagedJob, Owner, ScaleResult
 from autoscaler.engine.state import DecisionRecord, JobState, Point, Step
-from tests.support.engine_jobs import NOW, managed_job
+from tests.support.clock import NOW
+from tests.support.engine_jobs import managed_job
 
 
 def job(**changes: object) -> ManagedJob:

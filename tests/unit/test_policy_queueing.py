@@ -16,8 +16,8 @@ from autoscaler.sim.profiles import Profile, ProfileRow
 from autoscaler.sim.results import RunResult
 from autoscaler.sim.simulation import SimConfig, Simulation
 from autoscaler.sim.workload import WorkloadJob, format_workload, parse_workload
+from tests.support.clock import NOW
 
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 GPU = c.GPU_RESOURCE
 POLICY = GlobalOptimizer(GlobalOptimizerConfig())  # p = -0.25, restart 15 s, hold 3600 s
 

@@ -7,7 +7,8 @@ from autoscaler.engine.ports import ManagedJob
 from autoscaler.engine.proposals import proposals
 from autoscaler.engine.state import Step
 from autoscaler.policies.contract import Decision
-from tests.support.engine_jobs import NOW, managed_job
+from tests.support.clock import NOW
+from tests.support.engine_jobs import managed_job
 
 
 def job(name: str, **changes: object) -> ManagedJob:

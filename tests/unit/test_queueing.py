@@ -2,7 +2,7 @@
 a policy is shown; then the engine on an in-memory cluster (user-suspended jobs untouched)."""
 
 import dataclasses
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -23,9 +23,9 @@ from autoscaler.engine.snapshot import snapshot
 from autoscaler.engine.state import JobState, Step
 from autoscaler.observability.engine_metrics import engine_metrics
 from autoscaler.policies.contract import Decision, Snapshot
+from tests.support.clock import NOW
 from tests.support.memory_cluster import GPU, START, CurveThroughput, MemoryCluster, make_job
 
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 CONFIG = SettleConfig(cooldown_seconds=120, min_run_seconds=600, max_held_seconds=3600)
 
 

@@ -18,7 +18,7 @@ and of `pkg/util/status_test.go` (conditions) and `pkg/util/train/train_util_tes
 functions are tested through the `common` tests above.
 """
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -29,9 +29,9 @@ from autoscaler.controller.conditions import Condition, has_condition, is_finish
 from autoscaler.controller.reconcile import lifecycle, plan
 from autoscaler.controller.reconcile_pass import Event, Observed, Plan
 from autoscaler.controller.status import count_replicas, is_subset
+from tests.support.clock import NOW
 from tests.support.jobs import webhook_master_worker
 
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 STAMP = "2026-11-29T12:00:00Z"
 UID = "uid-1"
 JSON = dict[str, Any]

@@ -15,7 +15,8 @@ from autoscaler.engine.recovery import RECOVERING, disturbance, recover, recover
 from autoscaler.engine.settle import hold, observe
 from autoscaler.engine.state import JobState, Point
 from autoscaler.policies.contract import Decision
-from tests.support.engine_jobs import NOW, managed_job
+from tests.support.clock import NOW
+from tests.support.engine_jobs import managed_job
 from tests.support.memory_cluster import START, CurveThroughput, MemoryCluster, make_job
 
 CONFIG = SettleConfig(settle_seconds=60, stall_seconds=20, cooldown_seconds=120)

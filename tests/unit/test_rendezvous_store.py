@@ -11,7 +11,8 @@ from autoscaler.controller.builders import desired_pod
 from autoscaler.controller.conditions import RENDEZVOUS
 from autoscaler.controller.reconcile import plan
 from autoscaler.controller.reconcile_pass import Observed, Plan
-from tests.unit.test_reconcile import NOW, condition, job, pod, service
+from tests.support.clock import NOW
+from tests.unit.test_reconcile import condition, job, pod, service
 
 JSON = dict[str, Any]
 ELASTIC = {"minReplicas": 1, "maxReplicas": 4}

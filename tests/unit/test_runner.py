@@ -218,7 +218,7 @@ def gang_operator(kube: RecordingKube) -> Operator:
     operator = Operator(kube, config=OperatorConfig(gang_scheduler_name="volcano"))  # type: ignore[arg-type]
     operator._caches[PODGROUP_KIND] = Informer(
         kube,  # type: ignore[arg-type]
-        operator.podgroup_resource,
+        operator.served.podgroup_resource,
         on_event=lambda *_: None,
     )
     return operator

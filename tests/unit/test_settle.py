@@ -1,6 +1,6 @@
 """Every settle step alone, as tables, with time injected."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -18,8 +18,8 @@ from autoscaler.engine.settle import (
     usable_reading,
 )
 from autoscaler.engine.state import JobState, Point, Step
+from tests.support.clock import NOW
 
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 CONFIG = SettleConfig(
     settle_seconds=60,
     stale_after_seconds=300,
