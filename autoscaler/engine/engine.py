@@ -111,7 +111,7 @@ class Engine:
 
     def run_once(self, *, now: datetime) -> RoundReport:
         self.finish_saves()
-        jobs, readings, holds = self.observation.round(now=now)
+        jobs, readings, holds = self.observation.round(now=now, priced=self._priced)
         capacity = dict(
             self.config.capacity if self.config.capacity is not None else self.cluster.capacity()
         )

@@ -122,6 +122,13 @@ def price_job(job: ManagedJob, report: GradientReport) -> Goodput | None:
     return goodput if goodput.batches else None
 
 
+def efficiency_at(goodput: Goodput | None, count: int) -> float:
+    """The statistical efficiency of the batch priced at `count`: what a sample of the job's
+    throughput is worth in samples at its base batch (1 for a job not priced, or a count not)."""
+    batch = goodput.batches.get(count) if goodput is not None else None
+    return 1.0 if batch is None else batch.efficiency
+
+
 def priced_at(goodput: Goodput | None, count: int) -> PricedBatch | None:
     """A goodput job's pricing at `count`; None for a job not priced, or an unpriced count."""
     batch = goodput.batches.get(count) if goodput is not None else None

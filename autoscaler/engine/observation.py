@@ -11,6 +11,7 @@ from datetime import datetime
 
 from autoscaler.engine.announcements import Announcement, invalid_annotations, problems
 from autoscaler.engine.config import EngineConfig
+from autoscaler.engine.goodput import efficiency_at
 from autoscaler.engine.inputs import (
     query_failures,
     read_progress,
@@ -21,11 +22,13 @@ from autoscaler.engine.inputs import (
 from autoscaler.engine.persistence import StateStore
 from autoscaler.engine.ports import Cluster, JobKey, ManagedJob, Progress, ThroughputSource
 from autoscaler.engine.queueing import waiting_hold
+from autoscaler.engine.recovery import running_count
 from autoscaler.engine.report import count_others
 from autoscaler.engine.settle import hold, observe
 from autoscaler.engine.state import JobState, Step
 from autoscaler.engine.throughput_query import refused_holds, refused_queries
 from autoscaler.observability.engine_metrics import EngineMetrics
+from autoscaler.policies.contract import Goodput
 
 Announce = Callable[[ManagedJob, Announcement | None], None]
 
@@ -51,9 +54,10 @@ class Observation:
         self._failures: dict[JobKey, str] = {}  # this round's failed throughput queries
 
     def round(
-        self, *, now: datetime
+        self, *, now: datetime, priced: Mapping[JobKey, Goodput]
     ) -> tuple[list[ManagedJob], dict[JobKey, float | None], dict[JobKey, Step | None]]:
-        """The jobs the engine sizes, their readings, and the holds that keep their counts."""
+        """The jobs the engine sizes, their readings, and the holds that keep their counts;
+        `priced`: the goodput jobs' pricing of the last round, the batches they ran at since."""
         elastic = self.cluster.jobs()
         if self.metrics:
             count_others(self.metrics, elastic)
@@ -66,7 +70,7 @@ class Observation:
         readings = self._read(jobs, now=now, refused=refused)
         progress = read_progress(self.throughput, jobs, now=now)
         jobs = [with_declared_total(job, progress.get(job.key)) for job in jobs]
-        holds = self._observe(jobs, readings=readings, progress=progress, now=now)
+        holds = self._observe(jobs, readings=readings, progress=progress, priced=priced, now=now)
         holds.update(refused_holds(jobs, refused))
         return jobs, readings, holds
 
@@ -99,6 +103,7 @@ class Observation:
         *,
         readings: Mapping[JobKey, float | None],
         progress: Mapping[JobKey, Progress],
+        priced: Mapping[JobKey, Goodput],
         now: datetime,
     ) -> dict[JobKey, Step | None]:
         """Fold this round's readings into each job's state; which jobs must keep their count."""
@@ -109,8 +114,15 @@ class Observation:
             if state is None:
                 state = self.store.restore(job)
             done = progress.get(job.key, Progress()).samples_done
+            efficiency = efficiency_at(priced.get(job.key), running_count(job) or job.replicas)
             state = observe(
-                job, state, reading=readings[job.key], samples_done=done, now=now, config=config
+                job,
+                state,
+                reading=readings[job.key],
+                samples_done=done,
+                efficiency=efficiency,
+                now=now,
+                config=config,
             )
             self.states[job.key] = state
             if job.held_back:  # no pods, so no reading: only its cooldown holds it

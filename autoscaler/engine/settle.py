@@ -30,16 +30,20 @@ def observe(
     now: datetime,
     config: SettleConfig,
     samples_done: float | None = None,
+    efficiency: float = 1.0,
 ) -> JobState:
     """The state with this round's reading, attributed to the count only once the job is steady
     (`settle_seconds` after its start, its last rescale and its last recovery, see `recover`);
-    `samples_done`: the progress the job reported, if it did."""
+    `samples_done`: the progress the job reported, if it did; `efficiency`: the statistical
+    efficiency of the batch it ran at since the last round (1 unless it is sized by goodput)."""
     if state.replicas is not None and state.replicas != job.replicas:  # someone else rescaled it
         state = rescaled(state, to=job.replicas, now=now)
     state = recover(job, state, samples_done=samples_done, now=now, config=config)
     requested = state.requested if state.requested is not None else job.replicas
     update: dict[str, object] = {"replicas": job.replicas, "requested": requested}
-    update |= accounted(job, state, reading, samples_done=samples_done, now=now)
+    update |= accounted(
+        job, state, reading, samples_done=samples_done, efficiency=efficiency, now=now
+    )
     steady_since = max(
         job.created, state.last_rescale or job.created, state.disturbed_at or job.created
     )
@@ -58,13 +62,15 @@ def accounted(
     *,
     samples_done: float | None,
     now: datetime,
+    efficiency: float = 1.0,
 ) -> dict[str, float | datetime]:
     """The accounting fields after the time since the last round: worker-seconds at today's
     count, and samples: the progress the job reported, else this round's throughput (a window
-    average, so a restart's stall is in it; no reading adds nothing) times the time."""
+    average, so a restart's stall is in it; no reading adds nothing) times the time, in the unit
+    its work is counted in (samples at its base batch for a goodput job: times `efficiency`)."""
     seconds = 0.0 if state.accounted_at is None else (now - state.accounted_at).total_seconds()
     seconds = max(0.0, seconds)
-    done = state.samples_done + (reading or 0.0) * seconds
+    done = state.samples_done + (reading or 0.0) * efficiency * seconds
     return {
         "samples_done": samples_done if samples_done is not None else done,
         "attained_seconds": state.attained_seconds + job.active * seconds,

@@ -139,3 +139,20 @@ def test_a_job_without_statistics_explains_none() -> None:
     shown = explain(job, name="ns/plain", hpa=None, now=START, model=ThroughputModel())
     assert shown["goodput"] is None
     assert "Goodput:" not in render(shown)
+
+
+def test_without_progress_gauges_a_goodput_job_is_accounted_at_its_priced_efficiency(
+    tmp_path: Path,
+) -> None:
+    engine, _, policy = setup(tmp_path, Reports({"bert": REPORT}))
+    engine.run_once(now=START)
+    priced = {j.name: j for j in policy.seen[-1].jobs}["bert"]
+    assert priced.goodput is not None
+    efficiency = priced.goodput.batches[priced.replicas].efficiency
+    assert efficiency < 1
+    engine.run_once(now=START + timedelta(seconds=30))
+    states = {name: state for (_, name), state in engine.states.items()}
+    reading = 90.0 * priced.replicas  # the job's samples/s at its count
+    assert states["bert"].samples_done == pytest.approx(reading * efficiency * 30)
+    assert states["plain"].samples_done == pytest.approx(10.0 * 30)  # not priced: samples
+    engine.close()

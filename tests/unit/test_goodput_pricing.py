@@ -8,6 +8,7 @@ import pytest
 from autoscaler import metrics_contract as c
 from autoscaler.clients.prometheus import reports_by_job
 from autoscaler.engine.goodput import (
+    efficiency_at,
     observations,
     price,
     price_job,
@@ -51,6 +52,13 @@ def job(gpus: float = 1.0, low: int = 1, high: int = 8, **extra: object) -> Mana
         total_samples=1e6,
     )
     return ManagedJob(**(fields | extra))  # type: ignore[arg-type]
+
+
+def test_efficiency_is_that_of_the_batch_priced_at_the_count() -> None:
+    goodput = price(report(), counts=[1, 2, 4])
+    assert efficiency_at(goodput, 2) == goodput.batches[2].efficiency < 1
+    assert efficiency_at(goodput, 3) == 1.0  # not priced there
+    assert efficiency_at(None, 2) == 1.0  # a job sized by its throughput
 
 
 def test_each_worker_counts_as_a_node() -> None:

@@ -128,6 +128,24 @@ def test_samples_and_worker_seconds_accumulate_between_rounds() -> None:
     assert reported.samples_done == 1234.0  # what the job reports wins over the estimate
 
 
+@pytest.mark.parametrize(
+    ("efficiency", "reported", "done"),
+    [
+        (1.0, None, 3000.0),  # a job sized by throughput: samples are samples
+        (0.25, None, 750.0),  # a goodput job without progress gauges: samples at its base batch
+        (0.25, 1234.0, 1234.0),  # what the job reports wins, already in its unit
+    ],
+)
+def test_unreported_progress_of_a_goodput_job_counts_at_its_efficiency(
+    efficiency: float, reported: float | None, done: float
+) -> None:
+    running = replace(pytorchjob({}), active=2)
+    first = account(running, JobState(), 100.0, samples_done=None, now=NOW)
+    later = NOW + timedelta(seconds=30)
+    second = account(running, first, 100.0, samples_done=reported, efficiency=efficiency, now=later)
+    assert second.samples_done == done
+
+
 def test_the_snapshot_carries_remaining_work_and_attained_service() -> None:
     declared = replace(pytorchjob({TOTAL: "5000"}), active=2)
     state = JobState(samples_done=3000.0, attained_seconds=60.0)
