@@ -8,6 +8,9 @@ efficiency E(B) = gain / S = (phi + B0) / (phi + B) is 1 at B0 and falls as B gr
 import math
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 SMOOTHING = 0.999  # AdaptDL's per-B0-step smoothing of the gradient statistics
 
 
@@ -136,3 +139,12 @@ class GradientStatsEstimator:
         estimator._weight = {"sqr": state["sqr_weight"], "var": state["var_weight"]}
         estimator._differenced = bool(state["differenced"])
         return estimator
+
+
+def efficiencies(noise: GradientNoise, batches: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """`efficiency` at every global batch of `batches` (each > 0)."""
+    if math.isinf(noise.phi):
+        return np.ones(len(batches))
+    denominator = noise.phi + batches.astype(np.float64)
+    safe = np.where(denominator == 0, 1.0, denominator)
+    return np.where(denominator == 0, 1.0, (noise.phi + noise.base_batch) / safe)

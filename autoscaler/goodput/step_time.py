@@ -65,7 +65,8 @@ class StepObservation:
     step_seconds: float
 
 
-def _network(model: StepTimeModel, nodes: int, replicas: int) -> float:
+def network_seconds(model: StepTimeModel, *, nodes: int, replicas: int) -> float:
+    """The synchronisation's own time: none for one replica, else within a node or across."""
     if replicas <= 1:
         return 0.0
     extra = max(replicas - 2, 0)
@@ -79,7 +80,7 @@ def step_seconds(
 ) -> float:
     """Seconds of one optimizer step (accumulation included)."""
     compute = model.alpha_c + model.beta_c * local_batch
-    network = _network(model, nodes, replicas)
+    network = network_seconds(model, nodes=nodes, replicas=replicas)
     synchronising: float = (compute**model.gamma + network**model.gamma) ** (1 / model.gamma)
     return accum_steps * compute + synchronising
 

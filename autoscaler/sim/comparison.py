@@ -70,6 +70,7 @@ def run_policy(
     engine = Engine(
         cluster=sim.cluster,
         throughput=sim.throughput,
+        goodput=sim.gradients,
         policy=policy,
         policy_name=choice.name,
         config=engine_config(config, policy=choice.plugin, config=choice.config),

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from autoscaler.goodput.batch import BatchLimits, best_batch
+from autoscaler.goodput.batch import BatchChoice, BatchLimits, best_batch
 from autoscaler.goodput.efficiency import GradientNoise, noise_scale
 from autoscaler.goodput.step_time import StepObservation, StepTimeModel, fit
 from autoscaler.sim.errors import SimInputError
@@ -114,20 +114,32 @@ class Application:
         seconds = self.step_seconds(gpus, atomic, accum)
         return self.gain(batch, epoch) / seconds if seconds > 0 else 0.0
 
-    def adaptive_rate(self, gpus: int, epoch: int) -> float:
-        """Iterations at B0 per second at the batch goodput picks on `gpus` (0 = does not fit)."""
-        if self.name in FIXED_BATCH:
-            return self.fixed_rate(FIXED_BATCH[self.name], gpus, epoch)
+    @property
+    def adapts(self) -> bool:
+        """Whether its jobs co-adapt their batch (ncf keeps its largest batch, as under Pollux)."""
+        return self.name not in FIXED_BATCH
+
+    def adaptive_choice(self, gpus: int, epoch: int) -> BatchChoice | None:
+        """The batch goodput picks on `gpus` in `epoch` (None: none fits). The job measures its
+        noise at the batch it runs: pick with B0's, then with the pick's."""
         nodes = math.ceil(gpus / GPUS_PER_NODE)
-        # The job measures its noise at the batch it runs: pick with B0's, then with the pick's.
         batch = float(self.base_batch)
         for _ in range(2):
             choice = best_batch(
                 self.model, self.noise(batch, epoch), self.limits, replicas=gpus, nodes=nodes
             )
             if not choice.fits:
-                return 0.0
+                return None
             batch = choice.global_batch
+        return choice
+
+    def adaptive_rate(self, gpus: int, epoch: int) -> float:
+        """Iterations at B0 per second at the batch goodput picks on `gpus` (0 = does not fit)."""
+        if not self.adapts:
+            return self.fixed_rate(FIXED_BATCH[self.name], gpus, epoch)
+        choice = self.adaptive_choice(gpus, epoch)
+        if choice is None:
+            return 0.0
         seconds = self.step_seconds(gpus, choice.local_batch, choice.accum_steps)
         return self.gain(choice.global_batch, epoch) / seconds if seconds > 0 else 0.0
 

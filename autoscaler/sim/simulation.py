@@ -22,6 +22,7 @@ from autoscaler.fault_tolerance import RESIZE_PAUSE_SECONDS
 from autoscaler.sim.cluster import SimCluster, SimThroughput
 from autoscaler.sim.errors import SimInputError
 from autoscaler.sim.goodput import GoodputJob
+from autoscaler.sim.gradients import SimGradients
 from autoscaler.sim.profiles import Profile
 from autoscaler.sim.results import JobResult, RunResult, Sample, lower_bound
 from autoscaler.sim.state import EPSILON, Phase, SimJob, SimState, rate_table
@@ -101,6 +102,12 @@ class Simulation:
             namespace=self.config.namespace,
             noise=self.config.noise,
             seed=self.config.seed,
+        )
+        # What its goodput jobs report of their gradients (None: no goodput workload).
+        self.gradients = (
+            SimGradients(self.state, self.goodput, namespace=self.config.namespace)
+            if self.goodput
+            else None
         )
         self.rounds = 0
         self._ran = False
