@@ -48,7 +48,10 @@ def add_engine_commands(commands: Any) -> None:
     policies.set_defaults(command=list_policies)
 
     decide = commands.add_parser(
-        "decide", help="run a policy once on a snapshot file and print its decisions"
+        "decide",
+        help="run a policy once on a snapshot file and print its decisions: its wishes, before"
+        " the engine's settle steps (holds, clamping, stabilisation, rate limits, the starvation"
+        " bound), which it does not apply",
     )
     decide.add_argument("--snapshot", type=Path, required=True, help="snapshot JSON (see docs)")
     decide.add_argument("--policy", default=DEFAULT_POLICY, help="policy name or .py file")
@@ -109,6 +112,7 @@ def decide_once(args: argparse.Namespace) -> int:
                     snapshot, replicas, objective=reporting.objective, model=reporting.model
                 ),
                 "solve_seconds": seconds,
+                "settled": False,  # the policy's wishes: the engine's settle steps are not run
                 "decisions": [
                     {
                         "namespace": d.namespace,

@@ -36,7 +36,7 @@ from autoscaler.engine.proposals import Proposals, proposals
 from autoscaler.engine.queueing import queue_and_settle, queue_view
 from autoscaler.engine.report import Outcome, RoundReport, export, log_records
 from autoscaler.engine.settle import Settled, current, fit_capacity, limit_rescales
-from autoscaler.engine.snapshot import pinned, snapshot
+from autoscaler.engine.snapshot import engine_bounds, pinned, snapshot
 from autoscaler.engine.state import JobState, Step
 from autoscaler.observability.decision_log import DecisionLog
 from autoscaler.observability.engine_metrics import EngineMetrics
@@ -100,6 +100,7 @@ class Engine:
         )
         self.goodput_source = goodput
         self._priced: dict[JobKey, Goodput] = {}  # each goodput job's latest pricing
+        self._bounds = engine_bounds(config.settle, interval_seconds=config.interval_seconds)
 
     def close(self) -> None:
         self.runner.close()
@@ -123,6 +124,7 @@ class Engine:
             now=now,
             restart_seconds=self.config.restart_seconds,
             goodput=self._priced,
+            bounds=self._bounds,
         )
         # Fitted once, for the objective and the predictions, on a writer thread while the
         # policy decides: the writers are idle until the round's first write, and the main

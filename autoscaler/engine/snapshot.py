@@ -3,11 +3,12 @@
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.goodput import priced_snapshot
 from autoscaler.engine.ports import JobKey, ManagedJob
 from autoscaler.engine.settle import restarts_left
 from autoscaler.engine.state import JobState, Step
-from autoscaler.policies.contract import Goodput, JobSnapshot, Snapshot
+from autoscaler.policies.contract import EngineBounds, Goodput, JobSnapshot, Snapshot
 
 
 def job_snapshot(
@@ -68,8 +69,10 @@ def snapshot(
     now: datetime,
     restart_seconds: float,
     goodput: Mapping[JobKey, Goodput] | None = None,
+    bounds: EngineBounds | None = None,
 ) -> Snapshot:
-    """Every job as a policy sees it; a job in `goodput` with its goodput curve."""
+    """Every job as a policy sees it; a job in `goodput` with its goodput curve; `bounds`: what
+    the engine will enforce on the decisions."""
     views = [
         job_snapshot(job, states[job.key], now=now, restart_seconds=restart_seconds) for job in jobs
     ]
@@ -77,6 +80,22 @@ def snapshot(
     return Snapshot(
         capacity=dict(capacity),
         jobs=[priced_snapshot(v, priced[v.key]) if v.key in priced else v for v in views],
+        bounds=bounds,
+    )
+
+
+def engine_bounds(settle: SettleConfig, *, interval_seconds: float) -> EngineBounds:
+    """The settle steps' limits as a policy reads them."""
+    return EngineBounds(
+        interval_seconds=interval_seconds,
+        max_held_seconds=settle.max_held_seconds,
+        min_run_seconds=settle.min_run_seconds,
+        cooldown_seconds=settle.cooldown_seconds,
+        scale_down_stabilization_seconds=settle.scale_down_stabilization_seconds,
+        scale_up_max_pods=settle.scale_up_max_pods,
+        scale_up_max_percent=settle.scale_up_max_percent,
+        scale_down_max_percent=settle.scale_down_max_percent,
+        max_rescales_per_round=settle.max_rescales_per_round,
     )
 
 

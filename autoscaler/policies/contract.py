@@ -16,6 +16,7 @@ from pydantic import (
     Field,
     NonNegativeFloat,
     NonNegativeInt,
+    PositiveFloat,
     PositiveInt,
     model_validator,
 )
@@ -152,6 +153,41 @@ class JobSnapshot(BaseModel):
         return inside and (self.allowed_replicas is None or count in self.allowed_replicas)
 
 
+class EngineBounds(BaseModel):
+    """What the engine enforces on a policy's wishes before it writes a count, so that a policy
+    can plan within it. A policy's decisions are wishes: a count the bounds forbid this round is
+    written later, or never."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", allow_inf_nan=False)
+
+    interval_seconds: PositiveFloat = Field(description="time between two rounds")
+    max_held_seconds: PositiveFloat = Field(
+        description="starvation bound: a preemptible job held back this long is resumed at least"
+        " at its minimum, whatever the policy wishes"
+    )
+    min_run_seconds: NonNegativeFloat = Field(
+        description="a job the engine resumed is not held back again for this long"
+    )
+    cooldown_seconds: NonNegativeFloat = Field(
+        description="minimum time between two rescales of one job"
+    )
+    scale_down_stabilization_seconds: NonNegativeFloat = Field(
+        description="a job is scaled down only to the highest count wished in this window"
+    )
+    scale_up_max_pods: PositiveInt = Field(
+        description="most workers added to a job in one round (or the percent, if larger)"
+    )
+    scale_up_max_percent: PositiveFloat = Field(
+        description="most workers added to a job in one round, as % of its count"
+    )
+    scale_down_max_percent: PositiveFloat = Field(
+        le=100.0, description="most workers removed from a job in one round, as % (at least 1)"
+    )
+    max_rescales_per_round: PositiveInt | None = Field(
+        description="most jobs rescaled in one round (null: no limit)"
+    )
+
+
 class Snapshot(BaseModel):
     """Everything a policy may see: the capacity it may hand out and every job it sizes."""
 
@@ -161,6 +197,11 @@ class Snapshot(BaseModel):
         default_factory=dict, description="resources the engine may give its jobs, e.g. GPUs"
     )
     jobs: list[JobSnapshot] = Field(default_factory=list)
+    bounds: EngineBounds | None = Field(
+        default=None,
+        description="what the engine enforces on the decisions before it writes them; null: no"
+        " engine applies them (a policy run on its own, e.g. `autoscaler decide`)",
+    )
 
     @model_validator(mode="after")
     def _unique(self) -> "Snapshot":

@@ -63,8 +63,8 @@ class GlobalOptimizerConfig(PolicyConfig):
     )
     hold_seconds: PositiveFloat = Field(
         default=3600.0,
-        description="how long a preemptible job held back is taken to wait (the engine's default"
-        " settle.max_held_seconds: the longest a hold lasts)",
+        description="how long a preemptible job held back is taken to wait when the snapshot"
+        " carries no engine bounds (with them: their max_held_seconds, the longest a hold lasts)",
     )
     max_gap: float = Field(default=0.0, ge=0, le=0.1, description="0 = provably optimal")
     model: ThroughputModel = EXPLORING
@@ -99,7 +99,10 @@ class GlobalOptimizer:
 
     def decide(self, snapshot: Snapshot, *, now: datetime) -> Sequence[Decision]:
         curves = [job_curve(job, model=self.config.model) for job in snapshot.jobs]
-        values, holds = self._valued(snapshot.jobs, curves)
+        hold_seconds = (
+            snapshot.bounds.max_held_seconds if snapshot.bounds else self.config.hold_seconds
+        )
+        values, holds = self._valued(snapshot.jobs, curves, hold_seconds=hold_seconds)
         values = [
             value if hold is None else _with_zero(value, hold, low=job.min_replicas)
             for job, value, hold in zip(snapshot.jobs, values, holds, strict=True)
@@ -129,10 +132,10 @@ class GlobalOptimizer:
 
     def _all_values(self, jobs: Sequence[JobSnapshot], curves: Sequence[JobCurve]) -> list[Floats]:
         """Utility of every count of every job (`_valued` without the holds)."""
-        return self._valued(jobs, curves)[0]
+        return self._valued(jobs, curves, hold_seconds=self.config.hold_seconds)[0]
 
     def _valued(
-        self, jobs: Sequence[JobSnapshot], curves: Sequence[JobCurve]
+        self, jobs: Sequence[JobSnapshot], curves: Sequence[JobCurve], *, hold_seconds: float
     ) -> tuple[list[Floats], list[float | None]]:
         """Utility of every count of every job; only the current count when nothing is known of
         a job. Known jobs are valued a table at a time, one row per job, the jobs of a table
@@ -147,7 +150,9 @@ class GlobalOptimizer:
         valued: dict[int, Floats] = {}
         holds: dict[int, float] = {}
         for indices in alike.values():
-            table, held = self._table([jobs[i] for i in indices], [curves[i] for i in indices])
+            table, held = self._table(
+                [jobs[i] for i in indices], [curves[i] for i in indices], hold_seconds=hold_seconds
+            )
             valued.update(zip(indices, table, strict=True))
             holds.update(
                 (i, float(h)) for i, h in zip(indices, held, strict=True) if np.isfinite(h)
@@ -161,14 +166,14 @@ class GlobalOptimizer:
         ]
 
     def _table(
-        self, jobs: Sequence[JobSnapshot], curves: Sequence[JobCurve]
+        self, jobs: Sequence[JobSnapshot], curves: Sequence[JobCurve], *, hold_seconds: float
     ) -> tuple[Floats, Floats]:
         """Utility of every count (columns) of known jobs whose ranges are equally long (rows),
         and of holding each back (-inf where it has none: a speedup objective, no time known).
 
         Held back, a job is taken to wait `hold_seconds`, the longest the engine's starvation
-        bound lets it (valued at one horizon's wait, jobs were held back too readily: 1.10-1.13x
-        the mean JCT on itp-r1), then to pay a restart and finish at its smallest count: its
+        bound lets it (valued at one horizon's wait, jobs were held back too readily: `make
+        bench-sim`'s queueing rows), then to pay a restart and finish at its smallest count: its
         remaining time is `hold + restart + E(min)`. A held-back job pays its resume's
         restart once at every count (not the horizon's share a rescale of a long job is priced
         at: so priced, long jobs stayed held back until the bound); a running one pays a
@@ -190,7 +195,7 @@ class GlobalOptimizer:
             stalls[rows[running], current[running]] = 0.0
             stalls[~running] = _column(restarts)[~running]
             values = objective.utility(seconds + stalls, weight=weights)
-            waited = self.config.hold_seconds + _column(restarts)[:, 0] + seconds[:, 0]
+            waited = hold_seconds + _column(restarts)[:, 0] + seconds[:, 0]
             holds = objective.utility(waited[:, None], weight=weights)[:, 0]
         else:
             horizon = self.config.horizon_seconds

@@ -189,6 +189,25 @@ def test_jobs_of_an_hpa_kueue_or_opted_out_are_never_written_nor_sized() -> None
     assert all([j.name for j in s.jobs] == ["linear"] for s in seen)
 
 
+def test_the_policy_sees_the_bounds_the_engine_enforces() -> None:
+    seen: list[Snapshot] = []
+
+    class Keeping:
+        def decide(self, snapshot: Snapshot, *, now: datetime) -> list[Decision]:
+            seen.append(snapshot)
+            return [Decision(j.namespace, j.name, j.replicas, "Kept", "") for j in snapshot.jobs]
+
+    engine, _, _ = setup([make_job("linear")], policy=Keeping())
+    rounds(engine, 1)
+    bounds = seen[-1].bounds
+    assert bounds is not None
+    assert bounds.interval_seconds == CONFIG.interval_seconds
+    assert bounds.max_held_seconds == CONFIG.settle.max_held_seconds
+    assert bounds.min_run_seconds == CONFIG.settle.min_run_seconds
+    assert bounds.cooldown_seconds == CONFIG.settle.cooldown_seconds
+    assert bounds.max_rescales_per_round == CONFIG.settle.max_rescales_per_round
+
+
 def test_counts_outside_the_bounds_are_clamped() -> None:
     class Wild:
         def decide(self, snapshot: Snapshot, *, now: datetime) -> list[Decision]:

@@ -41,7 +41,8 @@ def test_decide_prints_policy_objective_and_decisions(snapshot_file: Path) -> No
     result = run("decide", "--snapshot", str(snapshot_file))
     assert result.returncode == 0, result.stderr
     output = json.loads(result.stdout)
-    assert set(output) == {"policy", "objective", "solve_seconds", "decisions"}
+    assert set(output) == {"policy", "objective", "solve_seconds", "settled", "decisions"}
+    assert output["settled"] is False  # the engine's settle steps are not applied
     assert output["policy"] == "global-optimizer"
     counts = {d["name"]: d["replicas"] for d in output["decisions"]}
     assert counts == {"linear": 7, "flat": 1}

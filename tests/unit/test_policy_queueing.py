@@ -10,7 +10,7 @@ from autoscaler.api import coordinates as c
 from autoscaler.clients.engine_cluster import KubeCluster, queueing_patch
 from autoscaler.clients.jobs import managed_job
 from autoscaler.clients.kube import ConflictError
-from autoscaler.policies.contract import JobSnapshot, Snapshot
+from autoscaler.policies.contract import EngineBounds, JobSnapshot, Snapshot
 from autoscaler.policies.global_optimizer import GlobalOptimizer, GlobalOptimizerConfig
 from autoscaler.sim.profiles import Profile, ProfileRow
 from autoscaler.sim.results import RunResult
@@ -63,6 +63,39 @@ def test_holding_a_long_job_back_lets_a_short_one_finish_sooner(
 # Two jobs of 400 samples (E(2) = 200 s): held back, one finishes in 3,600 + 15 + 200 = 3,815 s.
 #   both at 2:            2 * 200^-.25             = 0.53183  <- best
 #   one held, one at 4:   3,815^-.25 + 115^-.25     = 0.12724 + 0.30537 = 0.43261
+def bounds(max_held_seconds: float) -> EngineBounds:
+    return EngineBounds(
+        interval_seconds=30.0,
+        max_held_seconds=max_held_seconds,
+        min_run_seconds=600.0,
+        cooldown_seconds=180.0,
+        scale_down_stabilization_seconds=120.0,
+        scale_up_max_pods=4,
+        scale_up_max_percent=100.0,
+        scale_down_max_percent=50.0,
+        max_rescales_per_round=50,
+    )
+
+
+# With the engine's bounds in the snapshot, a hold is valued at their starvation bound instead of
+# the config's 3,600 s. Held back 300,000 s, long's E = 320,015 s:
+#   long held, short at 4:  320,015^-.25 + 115^-.25 = 0.04232 + 0.30537 = 0.34769 < 0.35000
+@pytest.mark.parametrize(
+    ("bound", "expected"),
+    [
+        (None, {"long": 0, "short": 4}),
+        (3600.0, {"long": 0, "short": 4}),
+        (300_000.0, {"long": 2, "short": 2}),
+    ],
+)
+def test_a_hold_is_valued_at_the_engines_starvation_bound(
+    bound: float | None, expected: dict[str, int]
+) -> None:
+    jobs = [snap("long", 40_000, preemptible=True), snap("short", 400)]
+    view = Snapshot(capacity={GPU: 4.0}, jobs=jobs, bounds=None if bound is None else bounds(bound))
+    assert {d.name: d.replicas for d in POLICY.decide(view, now=NOW)} == expected
+
+
 def test_no_job_is_held_back_when_sharing_finishes_both_sooner() -> None:
     a, b = snap("a", 400, preemptible=True), snap("b", 400, preemptible=True)
     assert decide(a, b) == {"a": 2, "b": 2}
