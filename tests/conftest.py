@@ -23,3 +23,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         parts = item.path.relative_to(_TESTS).parts
         for mark in _TIER_MARKS.get(parts[0], ()) if len(parts) > 1 else ():
             item.add_marker(mark)
+
+
+# The suite's budget stays visible: each tier's minutes (set-up, call and tear-down of its tests)
+# are printed at the end of every run, the slowest tests with them.
+_TIER_SECONDS: dict[str, float] = {}
+
+
+def _tier(path: Path) -> str:
+    parts = path.relative_to(_TESTS).parts
+    return parts[0] if len(parts) > 1 and parts[0] in _TIER_MARKS else "unit"
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = Path(str(report.fspath)).resolve()
+    if path.is_relative_to(_TESTS):
+        tier = _tier(path)
+        _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _TIER_SECONDS:
+        spent = ", ".join(f"{tier} {s / 60:.1f} min" for tier, s in sorted(_TIER_SECONDS.items()))
+        terminalreporter.write_line(f"suite time by tier: {spent}")
