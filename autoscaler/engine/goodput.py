@@ -15,7 +15,7 @@ from autoscaler.engine.state import PricedBatch
 from autoscaler.goodput.batch import BatchChoice, BatchLimits, goodput_curve
 from autoscaler.goodput.efficiency import GradientNoise
 from autoscaler.goodput.step_time import StepObservation, StepTimeModel, fit
-from autoscaler.policies.contract import BatchAtCount, Goodput, JobSnapshot
+from autoscaler.policies.contract import BatchAtCount, Goodput, JobSnapshot, ModelCurve
 
 
 def nodes_of(replicas: int) -> int:
@@ -80,13 +80,12 @@ def usable(choice: BatchChoice) -> bool:
 
 
 def priced_snapshot(job: JobSnapshot, goodput: Goodput) -> JobSnapshot:
-    """The job as a policy sees it when sized by goodput: its curve is the goodput at every
-    priced count (fresh: computed this round), in the unit its remaining work is counted in; a
-    count where no batch fits its bounds is not allowed."""
+    """The job as a policy sees it when sized by goodput: its model curve is the goodput at every
+    priced count (computed this round), in the unit its remaining work is counted in, beside
+    the throughput observed; a count where no batch fits its bounds is not allowed."""
     curve = {n: b.samples_per_second * b.efficiency for n, b in goodput.batches.items()}
     update: dict[str, object] = {
-        "throughput": curve,
-        "throughput_age_seconds": {},
+        "curve": ModelCurve(source="goodput", values=curve),
         "goodput": goodput,
     }
     if any(

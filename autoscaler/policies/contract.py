@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Generic, Protocol, TypeVar, runtime_checkable
+from typing import Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import (
     BaseModel,
@@ -51,6 +51,20 @@ class Goodput(BaseModel):
     )
 
 
+class ModelCurve(BaseModel):
+    """A job's curve from a model, not from observation, in the unit its remaining work counts."""
+
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
+
+    source: Literal["goodput"] = Field(
+        description="where the model comes from: `goodput`, the engine's pricing of a job that"
+        " reports its gradient statistics (goodput in samples at its base batch per second)"
+    )
+    values: dict[int, NonNegativeFloat] = Field(
+        default_factory=dict, description="the curve at each worker count the model prices"
+    )
+
+
 class JobSnapshot(BaseModel):
     """One engine-managed elastic job, as the engine observed it this round."""
 
@@ -69,9 +83,8 @@ class JobSnapshot(BaseModel):
     weight: float = Field(default=1.0, gt=0, description="relative priority in the objective")
     throughput: dict[int, float] = Field(
         default_factory=dict,
-        description="observed throughput (samples/s) by worker count; may cover only some counts."
-        " For a job sized by goodput (`goodput` set): its goodput at every count, in samples at"
-        " its base batch per second, as `remaining_samples` counts its work",
+        description="observed throughput (samples/s) by worker count; may cover only some"
+        " counts. What was read, never a model: a model's curve is `curve`",
     )
     throughput_age_seconds: dict[int, NonNegativeFloat] = Field(
         default_factory=dict,
@@ -123,8 +136,14 @@ class JobSnapshot(BaseModel):
     )
     goodput: Goodput | None = Field(
         default=None,
-        description="set when the job is sized by goodput: `throughput` and `remaining_samples`"
-        " are then in samples at its base batch; None = plain samples",
+        description="set when the job is sized by goodput: `curve` and `remaining_samples` are"
+        " then in samples at its base batch; None = plain samples",
+    )
+    curve: ModelCurve | None = Field(
+        default=None,
+        description="the job's curve from a model (and where it comes from), in the unit of"
+        " `remaining_samples`: a policy sizes the job by it, not by `throughput`; None = only"
+        " observations, which a policy fits and explores itself",
     )
 
     @property

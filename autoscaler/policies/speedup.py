@@ -43,9 +43,12 @@ def speedup_over(throughput: Floats, smallest: Floats | float) -> Floats:
 
 
 def job_curve(job: JobSnapshot, *, model: ThroughputModel) -> JobCurve:
+    """The job's model curve where it has one (fresh, every count it prices taken as it is),
+    else the curve `model` fits to its observations, within `model`'s exploration bound."""
+    modelled = job.curve is not None
     values = curve(
-        points=job.throughput,
-        ages=job.throughput_age_seconds,
+        points=job.curve.values if job.curve is not None else job.throughput,
+        ages={} if modelled else job.throughput_age_seconds,
         low=job.min_replicas,
         high=job.max_replicas,
         model=model,

@@ -82,9 +82,11 @@ def test_a_goodput_job_is_priced_and_shown(tmp_path: Path) -> None:
     assert plain.goodput is None
     assert bert.goodput is not None
     assert bert.goodput.noise_scale == 800.0
-    assert sorted(bert.throughput) == list(range(1, 9))  # every count, priced
+    assert bert.curve is not None
+    assert sorted(bert.curve.values) == list(range(1, 9))  # every count, priced
     chosen = bert.goodput.batches[2]
-    assert bert.throughput[2] == pytest.approx(chosen.samples_per_second * chosen.efficiency)
+    assert bert.curve.values[2] == pytest.approx(chosen.samples_per_second * chosen.efficiency)
+    assert bert.throughput == {2: 90.0 * 2}  # what was read, in samples/s, beside the model
     (record,) = [r for r in read_decision_log(tmp_path / "decisions.jsonl") if r["name"] == "bert"]
     assert record["goodput"]["noise_scale"] == 800.0
     assert record["goodput"]["global_batch"] == chosen.global_batch

@@ -1,6 +1,7 @@
 """Pricing a goodput job (pure tables): report -> fitted step-time model -> each count's best
 batch -> the snapshot a policy sees."""
 
+import math
 from datetime import UTC, datetime
 
 import pytest
@@ -116,13 +117,31 @@ def test_the_snapshot_carries_the_goodput_curve_and_unit() -> None:
     seen = view.jobs[0]
     assert seen.goodput == goodput
     assert seen.remaining_samples == 6e5  # the progress gauge's unit: samples at B0
-    assert seen.throughput_age_seconds == {}
+    assert seen.curve is not None
+    assert seen.curve.source == "goodput"
+    modelled = seen.curve.values
     for count, batch in goodput.batches.items():
-        assert seen.throughput[count] == pytest.approx(batch.samples_per_second * batch.efficiency)
+        assert modelled[count] == pytest.approx(batch.samples_per_second * batch.efficiency)
     # A policy's curve is that goodput as it is, and its time to finish is in the same unit.
     curve = job_curve(seen, model=ThroughputModel())
-    assert curve.at(4) == seen.throughput[4]
-    assert remaining_seconds(seen, curve)[3] == pytest.approx(6e5 / seen.throughput[4])
+    assert curve.at(4) == modelled[4]
+    assert remaining_seconds(seen, curve)[3] == pytest.approx(6e5 / modelled[4])
+
+
+def test_the_model_curve_stands_beside_the_observations_which_it_overrides() -> None:
+    """Observed samples/s stay what was read; a stale observation cannot pull the model down, and
+    the exploration bound (twice the largest observed count) applies to observations only."""
+    base = JobSnapshot(
+        namespace="ns", name="bert", min_replicas=1, max_replicas=8, replicas=2,
+        throughput={1: 100.0, 2: 20.0}, throughput_age_seconds={2: 1800.0},
+    )  # fmt: skip
+    exploring = ThroughputModel(exploration_factor=2.0)
+    assert math.isnan(job_curve(base, model=exploring).at(8))  # observations: not past 4 yet
+    seen = priced_snapshot(base, price(report(), counts=range(1, 9)))
+    assert seen.throughput == {1: 100.0, 2: 20.0}
+    assert seen.curve is not None
+    curve = job_curve(seen, model=exploring)
+    assert [curve.at(n) for n in range(1, 9)] == [seen.curve.values[n] for n in range(1, 9)]
 
 
 def test_a_job_without_statistics_keeps_its_throughput_curve() -> None:
