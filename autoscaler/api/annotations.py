@@ -5,7 +5,8 @@ meaning and a `Reader` saying how its text is read and what an unusable text doe
 `read_annotations` reads every annotation the same way: a text its parser refuses
 (`AnnotationError`) is ignored, the field takes its fallback, and the reason is returned as a
 `Problem`: a Warning Event `InvalidAnnotation` (and a line of `autoscaler validate`) or, for what
-the engine writes itself or never warned about, its log only.
+the engine writes itself or never warned about, its log only. `autoscaler.cli.reference`
+generates docs/annotations.md from it.
 """
 
 import math
@@ -50,14 +51,19 @@ _DEFAULT: Final[Any] = object()  # Reader.fallback: the field's default
 class Reader:
     """How one annotation's text is read: `parse` returns the value or raises `AnnotationError`;
     then the field is `fallback` (its default unless given) and the message is reported as
-    `report` says. `report` None: every text is read (nothing is invalid). `value` and
-    `written_by` are what the reference says of it."""
+    `report` says. `report` None: every text is read (nothing is invalid here; `judged` says
+    where it is judged instead). `value` and `written_by` are what the reference says of it."""
 
     parse: Callable[[str, Bounds], Any]
     value: str
     report: Report | None = Report.WARNING
     fallback: Any = _DEFAULT
     written_by: Literal["user", "engine"] = "user"
+    judged: str = ""
+
+    def fallback_for(self, default: Any) -> Any:
+        """The field's value when its text is refused."""
+        return default if self.fallback is _DEFAULT else self.fallback
 
 
 @dataclass(frozen=True)
@@ -149,7 +155,7 @@ class JobAnnotations(BaseModel):
             description="the engine never writes the job (a job with an HPA or a Kueue queue is"
             " not the engine's anyway)",
         ),
-        Reader(_opt_out, value='`"true"` (any case); anything else is not'),
+        Reader(_opt_out, value='`"true"` (any case); anything else is not', report=None),
     ] = False
     weight: Annotated[
         float,
@@ -181,10 +187,15 @@ class JobAnnotations(BaseModel):
             alias=c.ANNOTATION_THROUGHPUT_QUERY,
             description="the job's own samples/s as a PromQL template over metrics it already"
             " exports (`{namespace}`, `{name}`, `{window}` filled in), for a script without the"
-            " training helper; the engine refuses one not confined to the job's namespace (an"
-            " `InvalidAnnotation` Warning, the job keeps its count)",
+            " training helper",
         ),
-        Reader(_as_written, value="a PromQL template", report=None),
+        Reader(
+            _as_written,
+            value="a PromQL template",
+            report=None,
+            judged="refused by the engine unless confined to the job's namespace: Warning Event"
+            " `InvalidAnnotation`, the job keeps its count (`ThroughputQueryRefused`)",
+        ),
     ] = None
     preemptible: Annotated[
         bool,
@@ -200,7 +211,8 @@ class JobAnnotations(BaseModel):
         Field(
             alias=c.ANNOTATION_HELD_SINCE,
             description="set in the write that holds the job back, removed when it resumes it:"
-            " tells the engine's suspension from a user's (which it never resumes)",
+            " tells the engine's suspension from a user's (which it never resumes); an"
+            " unreadable one dates from the epoch, so the starvation bound is due",
         ),
         Reader(
             _held_since,
@@ -242,6 +254,6 @@ def read_annotations(
         except AnnotationError as invalid:
             if how.report is None:  # a parser that says every text is valid raised: a bug
                 raise
-            values[name] = field.default if how.fallback is _DEFAULT else how.fallback
+            values[name] = how.fallback_for(field.default)
             problems.append(Problem(key=key, message=str(invalid), report=how.report))
     return JobAnnotations.model_validate(values), problems
