@@ -93,7 +93,7 @@ format: $(STAMP) ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-docs: $(STAMP) ## regenerate docs/configuration.md and docs/snapshot.schema.json from the models
+docs: $(STAMP) ## regenerate docs/configuration.md, docs/annotations.md and docs/snapshot.schema.json from the models
 	$(BIN)/python -m autoscaler.cli.reference docs
 
 docs-site: $(STAMP) ## build the documentation site into site/, strictly (a broken link or an orphan page fails)

@@ -49,7 +49,8 @@ DEFAULT_CLEAN_POD_POLICY: Final = "None"
 DEFAULT_NPROC_PER_NODE: Final = "auto"
 DEFAULT_RDZV_BACKEND: Final = "c10d"
 
-# Annotations the policy engine reads and writes on a job.
+# Annotations the policy engine reads and writes on a job; how each is read, its default and its
+# meaning are declared in autoscaler.api.annotations (and generated into docs/annotations.md).
 ENGINE_PREFIX: Final = "elastic-autoscaler.io"
 ANNOTATION_OPT_OUT: Final = f"{ENGINE_PREFIX}/opt-out"  # "true": the engine never writes the job
 ANNOTATION_WEIGHT: Final = f"{ENGINE_PREFIX}/weight"  # the job's weight in the objective

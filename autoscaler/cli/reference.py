@@ -1,4 +1,5 @@
-"""Reference docs generated from the models: the snapshot's JSON schema and the configuration.
+"""Reference docs generated from the models: the snapshot's JSON schema, the configuration and
+the engine's job annotations.
 
 `make docs` writes them; a test checks the checked-in files are current.
 """
@@ -9,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
 
+from autoscaler.api.annotations import JobAnnotations, reader
 from autoscaler.engine.config import EngineConfig
 from autoscaler.policies.contract import Snapshot
 from autoscaler.policies.registry import installed, load_entry
@@ -43,6 +46,41 @@ def configuration() -> str:
                 *_model_tables(plugin.config_model),
             ]
     return "\n".join(parts)
+
+
+def annotations() -> str:
+    """A Markdown table of the annotations the engine reads on a job (`JobAnnotations`)."""
+    rows = [
+        "| annotation | written by | value | default | meaning | an invalid value |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, field in JobAnnotations.model_fields.items():
+        how = reader(name)
+        if how.report is None:
+            invalid = how.judged or "none: every value is read"
+        else:
+            fallback = how.fallback_for(field.default)
+            instead = "ignored" if fallback == field.default else f"read as {_json(fallback)}"
+            invalid = f"{instead}, {how.report}"
+        meaning = " ".join(str(field.description).split())
+        cells = [f"`{field.alias}`", how.written_by, how.value, _json(field.default), meaning]
+        rows.append(f"| {' | '.join([*cells, invalid])} |")
+    return "\n".join(
+        [
+            "# Job annotations\n",
+            "Generated from `autoscaler.api.annotations` by `make docs`; do not edit by hand.\n",
+            "The policy engine reads these annotations on a PyTorchJob, each the same way: absent,"
+            " it takes its default; invalid, it is ignored (the job is sized as if it were absent)"
+            " or read as its last column says, and reported there. One Warning Event"
+            " `InvalidAnnotation` names every problem of a job, once per change;"
+            " `autoscaler validate -f job.yaml` prints them before the job is created.\n",
+            "\n".join(rows) + "\n",
+        ]
+    )
+
+
+def _json(value: Any) -> str:
+    return f"`{json.dumps(to_jsonable_python(value))}`"
 
 
 def _model_tables(model: type[BaseModel]) -> list[str]:
@@ -109,6 +147,7 @@ def _container(field: JSON) -> str:
 def write(directory: Path) -> None:
     (directory / "snapshot.schema.json").write_text(snapshot_schema())
     (directory / "configuration.md").write_text(configuration())
+    (directory / "annotations.md").write_text(annotations())
 
 
 if __name__ == "__main__":

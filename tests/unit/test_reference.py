@@ -3,7 +3,8 @@
 import json
 from pathlib import Path
 
-from autoscaler.cli.reference import configuration, snapshot_schema
+from autoscaler.api.annotations import JobAnnotations
+from autoscaler.cli.reference import annotations, configuration, snapshot_schema
 from autoscaler.policies.contract import Snapshot
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -12,6 +13,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs"
 def test_checked_in_reference_is_current() -> None:
     assert (DOCS / "snapshot.schema.json").read_text() == snapshot_schema(), "run `make docs`"
     assert (DOCS / "configuration.md").read_text() == configuration(), "run `make docs`"
+    assert (DOCS / "annotations.md").read_text() == annotations(), "run `make docs`"
 
 
 def test_snapshot_schema_names_the_public_fields() -> None:
@@ -29,3 +31,10 @@ def test_throughput_keys_are_counts_in_json() -> None:
     snapshot = Snapshot.model_validate_json(text)
     assert snapshot.jobs[0].throughput == {2: 10.5}
     assert snapshot.jobs[0].weight == 1.0
+
+
+def test_the_annotations_reference_has_a_row_per_declared_annotation() -> None:
+    rows = [line for line in annotations().splitlines() if line.startswith("| `")]
+    keys = [field.alias for field in JobAnnotations.model_fields.values()]
+    assert [row.split("`")[1] for row in rows] == keys
+    assert all(row.count(" | ") == 5 for row in rows)  # six cells, no stray `|` in a value
