@@ -11,6 +11,13 @@ The runs docs/benchmarks.md quotes (how the default's settings were chosen):
         --variant 'twice-fit={"model":{"exploration_factor":2}}' \\
         --variant 'unbounded={"model":{"exploration_factor":64,"extrapolation":"optimistic"}}'
 
+With goodput (Pollux's workloads at a load, `pollux-style` beside the default as the reference):
+
+    python -m benchmarks.sweep_sim --goodput 1.0 \
+        --only workload-1,workload-2,workload-3,workload-4 \
+        --variant 'p-0.5={"objective":{"exponent":-0.5}}' \
+        --variant 'p-1={"objective":{"exponent":-1}}'
+
 Prints each variant's mean and p95 JCT and GPU utilisation per workload, and the mean JCT summed
 over the workloads; every job declares its work unless `--declared-work none`.
 """
@@ -20,12 +27,13 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
-from autoscaler.sim import compare
+from autoscaler.sim import SimConfig, compare
 from autoscaler.sim.lineup import PolicyChoice
 from autoscaler.sim.progress import ProgressBar
-from benchmarks.bench_sim import OURS, workloads
+from benchmarks.bench_sim import GOODPUT_LOADS, OURS, POLLUX, POLLUX_CLUSTER, workloads
 
 
 def _variant(text: str) -> PolicyChoice:
@@ -41,19 +49,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--noise", type=float, default=0.0)
     parser.add_argument("--declared-work", choices=["all", "none"], default="all")
     parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--goodput", choices=sorted(GOODPUT_LOADS), metavar="LOAD",
+                        help="Pollux's workloads with goodput at LOAD")  # fmt: skip
     args = parser.parse_args(argv)
     names = args.only.split(",")
-    policies = [OURS, *args.variant]
-    totals = dict.fromkeys([OURS, *(v.name for v in args.variant)], 0.0)
-    for workload in (w for w in workloads() if w.name in names):
+    reference = ["pollux-style"] if args.goodput else []
+    policies = [*reference, OURS, *args.variant]
+    totals = dict.fromkeys([*reference, OURS, *(v.name for v in args.variant)], 0.0)
+    for label, jobs, profiles, settings in _chosen(names, goodput_load=args.goodput):
         config = dataclasses.replace(
-            workload.config, noise=args.noise, declared_work=args.declared_work == "all"
+            settings, noise=args.noise, declared_work=args.declared_work == "all"
         )
-        bar = ProgressBar(sys.stderr, title=workload.name)
+        bar = ProgressBar(sys.stderr, title=label)
         try:
             comparison = compare(
-                workload=workload.jobs,
-                profiles=workload.profiles,
+                workload=jobs,
+                profiles=profiles,
                 config=config,
                 policies=policies,
                 progress=bar,
@@ -67,9 +78,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             totals[name] += mean
             busy = run.result.gpu_utilisation
             cells.append(f"{name}: mean {mean:,.0f} s, p95 {p95:,.0f} s, GPUs busy {busy:.0%}")
-        print(f"{workload.name}: " + " | ".join(cells), flush=True)
+        print(f"{label}: " + " | ".join(cells), flush=True)
     print("mean JCT summed: " + ", ".join(f"{n} {t:,.0f} s" for n, t in totals.items()))
     return 0
+
+
+Chosen = tuple[str, Any, Any, SimConfig]
+
+
+def _chosen(names: Sequence[str], *, goodput_load: str | None) -> Iterator[Chosen]:
+    """(name, jobs, profiles, cluster) of each named workload: bench-sim's, or with goodput
+    Pollux's workload files at that load (read by `compare`)."""
+    if goodput_load is None:
+        for workload in (w for w in workloads() if w.name in names):
+            yield workload.name, workload.jobs, workload.profiles, workload.config
+        return
+    cluster = dataclasses.replace(POLLUX_CLUSTER, goodput=True)
+    for name in names:
+        path = POLLUX / GOODPUT_LOADS[goodput_load] / f"{name}.csv"
+        yield name, path, POLLUX / "traces", cluster
 
 
 if __name__ == "__main__":
