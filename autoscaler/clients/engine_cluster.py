@@ -1,5 +1,9 @@
 """The engine's `Cluster` on Kubernetes: jobs, capacity, `/scale` writes, state, Events.
 
+It sizes the kinds of job it is given (`job_kinds.JobKind`: PyTorchJob unless told otherwise)
+and knows nothing of any one of them: where their objects are, how one reads, which pods are its
+workers and how it is suspended or resumed are its kind's.
+
 Jobs, nodes and pods come from informers (one LIST, then a watch each), started by the first
 round, so a round reads memory: its requests are its writes plus a `/scale` read for each write
 that met a job changed since the informer read it, however many jobs and pods the cluster has
@@ -19,12 +23,13 @@ from autoscaler.api import coordinates as c
 from autoscaler.api.quantity import parse_resources
 from autoscaler.api.timestamps import format_timestamp
 from autoscaler.clients.informer import Informer
-from autoscaler.clients.jobs import managed_job, pod_requests, worker_health
-from autoscaler.clients.kube import JOBS, PODS, ConflictError, Kube, NotFoundError, Resource
+from autoscaler.clients.job_kinds import PYTORCHJOB, JobKind
+from autoscaler.clients.jobs import pod_requests, worker_health
+from autoscaler.clients.kube import PODS, ConflictError, Kube, NotFoundError, Resource
 from autoscaler.clients.kueue_quota import QuotaReader, headroom
 from autoscaler.clients.recorder import EventRecorder, InFlight
 from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
-from autoscaler.observability.events import job_event, object_event
+from autoscaler.observability.events import object_event
 
 JSON = dict[str, Any]
 NODES = Resource("", "v1", "nodes")
@@ -46,29 +51,47 @@ class KubeCluster:
         self,
         kube: Kube,
         *,
+        kinds: Sequence[JobKind] = (PYTORCHJOB,),
         namespaces: Sequence[str] = (),
         recorder: EventRecorder | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        """`kinds`: the kinds of job it sizes, each named once."""
+        if not kinds or len({kind.kind for kind in kinds}) != len(kinds):
+            raise ValueError(f"job kinds must be given, each once: {[k.kind for k in kinds]}")
         self.kube, self.clock = kube, clock
+        self.kinds = tuple(kinds)
         self.namespaces = tuple(namespaces)
         # Events wait while the round's writes are under way: they would compete with them for
         # the API server, and no Event is worth a later count (measured by `make bench-scale`).
         self._writes = InFlight()
         self.recorder = recorder or EventRecorder(kube, wait_turn=self._writes.wait_idle)
-        self._engine_jobs: set[JobKey] = set()
+        # Per kind (by name), the jobs it sizes itself; per job, the kind it was read as.
+        self._engine_jobs: dict[str, set[JobKey]] = {}
+        self._kind_of: dict[JobKey, JobKind] = {}
         self._warned_pods: set[tuple[str, str]] = set()  # (uid, resourceVersion)
+        self._warned_twins: set[tuple[str, JobKey]] = set()  # (kind, job) left out: name taken
         # Each job's typed view, kept while its resourceVersion is unchanged: reading 5,000 jobs'
         # JSON again every round was 0.6 s of a round that wrote nothing.
-        self._typed: dict[JobKey, tuple[str, ManagedJob | None]] = {}
+        self._typed: dict[tuple[str, JobKey], tuple[str, ManagedJob | None]] = {}
         scopes = self.namespaces or (None,)  # None: every namespace
         self._job_informers = [
-            Informer(kube, JOBS, namespace=ns, on_event=_ignore, watch_timeout=WATCH_SECONDS)
+            (
+                kind,
+                Informer(
+                    kube, kind.resource, namespace=ns, on_event=_ignore, watch_timeout=WATCH_SECONDS
+                ),
+            )
+            for kind in self.kinds
             for ns in scopes
         ]
         self._nodes = Informer(kube, NODES, on_event=_ignore, watch_timeout=WATCH_SECONDS)
         self._pods = Informer(kube, PODS, on_event=_ignore, watch_timeout=WATCH_SECONDS)
-        self._informers = [*self._job_informers, self._nodes, self._pods]
+        self._informers = [
+            *(informer for _, informer in self._job_informers),
+            self._nodes,
+            self._pods,
+        ]
         self._quota = QuotaReader(kube)
         self._stop = threading.Event()
         self._started = threading.Lock()
@@ -96,26 +119,56 @@ class KubeCluster:
 
     def jobs(self) -> Sequence[ManagedJob]:
         self._synced()
-        jobs = []
-        typed: dict[JobKey, tuple[str, ManagedJob | None]] = {}
-        for informer in self._job_informers:
+        jobs: list[tuple[JobKind, ManagedJob]] = []
+        typed: dict[tuple[str, JobKey], tuple[str, ManagedJob | None]] = {}
+        kind_of: dict[JobKey, JobKind] = {}
+        for kind, informer in self._job_informers:
             for obj in informer.items():
                 metadata = obj.get("metadata") or {}
                 key = (metadata.get("namespace", ""), metadata.get("name", ""))
                 version = metadata.get("resourceVersion", "")
-                cached = self._typed.get(key)
+                cached = self._typed.get((kind.kind, key))
                 if cached is not None and version and cached[0] == version:
                     job = cached[1]
                 else:
-                    job = self._typed_job(obj)
-                typed[key] = (version, job)
-                if job is not None:
-                    jobs.append(job)
+                    job = self._typed_job(obj, kind)
+                typed[(kind.kind, key)] = (version, job)
+                if job is None:
+                    continue
+                if job.key in kind_of:  # the engine knows a job by its namespace and name
+                    self._warn_twin(kind, job, kind_of[job.key])
+                    continue
+                kind_of[job.key] = kind
+                jobs.append((kind, job))
         self._typed = typed  # jobs gone from the caches are forgotten
-        self._engine_jobs = {job.key for job in jobs if job.owner is Owner.ENGINE}
-        health = worker_health(self._pods.items())
+        self._kind_of = kind_of
+        self._engine_jobs = {
+            kind.kind: {job.key for of, job in jobs if of is kind and job.owner is Owner.ENGINE}
+            for kind in self.kinds
+        }
+        pods = self._pods.items()
+        health = {kind.kind: worker_health(pods, worker_of=kind.worker_of) for kind in self.kinds}
         self._quota.round()
-        return [self._with_quota(_with_health(job, health.get(job.key))) for job in jobs]
+        return [
+            self._with_quota(_with_health(job, health[kind.kind].get(job.key)))
+            for kind, job in jobs
+        ]
+
+    def _warn_twin(self, kind: JobKind, job: ManagedJob, first: JobKind) -> None:
+        """A job of a second kind named as one already read: left out (logged once), as the
+        engine keys its jobs by namespace and name."""
+        if (kind.kind, job.key) not in self._warned_twins:
+            self._warned_twins.add((kind.kind, job.key))
+            log.warning("%s %s/%s not sized: a %s has its name", kind.kind, *job.key, first.kind)
+
+    def _kind(self, job: ManagedJob) -> JobKind:
+        """The kind `job` was read as (the only one, when the cluster sizes one kind)."""
+        kind = self._kind_of.get(job.key)
+        if kind is not None:
+            return kind
+        if len(self.kinds) == 1:
+            return self.kinds[0]
+        raise LookupError(f"job {job.namespace}/{job.name} was not read as any kind")
 
     def _with_quota(self, job: ManagedJob) -> ManagedJob:
         """An engine-sized job under a Kueue queue (it opted into workload slices) with the
@@ -159,34 +212,42 @@ class KubeCluster:
             )
         self._warned_pods = warned  # pods gone or fixed are forgotten
 
-    def _typed_job(self, obj: JSON) -> ManagedJob | None:
-        """The job's typed view; None for jobs that are not elastic and for unreadable ones,
-        which get a Warning Event (read once per version of the job)."""
+    def _typed_job(self, obj: JSON, kind: JobKind | None = None) -> ManagedJob | None:
+        """The job's typed view, read as `kind` (the first the cluster sizes by default); None
+        for jobs that are not elastic and for unreadable ones, which get a Warning Event (read
+        once per version of the job)."""
+        kind = kind or self.kinds[0]
         try:
-            return managed_job(obj)
+            return kind.managed_job(obj)
         except (KeyError, TypeError, ValueError) as error:  # the CRD schema should prevent it
             message = f"not sized by the engine: {error!r}"
             log.warning("job %s %s", obj.get("metadata", {}).get("name"), message)
             if {"name", "namespace"} <= set(obj.get("metadata") or {}):
-                self.recorder.record(
-                    job_event(
-                        obj,
-                        type_="Warning",
-                        reason="UnreadableJob",
-                        message=message,
-                        now=self.clock(),
-                        component=c.ENGINE_NAME,
-                    )
-                )
+                self._job_event(kind, obj, type_="Warning", reason="UnreadableJob", message=message)
             return None
+
+    def _job_event(
+        self, kind: JobKind, obj: JSON, *, type_: str, reason: str, message: str
+    ) -> None:
+        self.recorder.record(
+            object_event(
+                obj,
+                api_version=kind.api_version,
+                kind=kind.kind,
+                type_=type_,
+                reason=reason,
+                message=message,
+                now=self.clock(),
+                component=c.ENGINE_NAME,
+            )
+        )
 
     def _counts_against(self, pod: JSON) -> bool:
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return False
-        labels = pod["metadata"].get("labels") or {}
-        job = (pod["metadata"].get("namespace", ""), labels.get(c.LABEL_JOB_NAME, ""))
-        worker = labels.get(c.LABEL_REPLICA_TYPE) == c.WORKER.lower()
-        return not (worker and job in self._engine_jobs)
+        return not any(
+            kind.worker_of(pod) in self._engine_jobs.get(kind.kind, ()) for kind in self.kinds
+        )
 
     def scale(self, job: ManagedJob, *, replicas: int) -> ScaleResult:
         """Write the count if the job still has the one the decision was made from (`job.replicas`).
@@ -203,7 +264,7 @@ class KubeCluster:
             return self._scale(job, replicas=replicas)
 
     def _scale(self, job: ManagedJob, *, replicas: int) -> ScaleResult:
-        path = JOBS.path(job.namespace, job.name, "scale")
+        path = self._kind(job).scale_path(job.namespace, job.name)
         if job.resource_version:  # empty, the PUT would be unconditional: never sent so
             try:
                 written = self.kube.request("PUT", path, body=scale_body(job, replicas=replicas))
@@ -244,13 +305,13 @@ class KubeCluster:
         """One merge patch under the version the job was read at: suspend and the marker (an
         API server answers 409 to a stale `metadata.resourceVersion` in a patch)."""
         marker = {c.ANNOTATION_HELD_SINCE: format_timestamp(since)}
-        patch = queueing_patch(job, suspend=True, annotations=marker)
+        patch = self._kind(job).queueing_patch(job, suspend=True, annotations=marker)
         return self._patch_job(job, patch, replicas=job.replicas)
 
     def resume(self, job: ManagedJob, *, replicas: int) -> ScaleResult:
         """One merge patch under the version the job was read at: the count, suspend unset and
         the marker removed, so no other write can come between them."""
-        patch = queueing_patch(
+        patch = self._kind(job).queueing_patch(
             job, suspend=False, annotations={c.ANNOTATION_HELD_SINCE: None}, replicas=replicas
         )
         return self._patch_job(job, patch, replicas=replicas)
@@ -260,7 +321,7 @@ class KubeCluster:
             return ScaleResult(written=False, replicas=job.replicas, error="no version known")
         try:
             with self._writes.one():
-                self.kube.merge_patch(JOBS, job.namespace, job.name, patch)
+                self.kube.merge_patch(self._kind(job).resource, job.namespace, job.name, patch)
         except ConflictError:
             error = "the job changed since it was read: decided again next round"
             return ScaleResult(written=False, replicas=job.replicas, error=error)
@@ -272,25 +333,18 @@ class KubeCluster:
         patch: JSON = {"metadata": {"annotations": {c.ANNOTATION_STATE: state}}}
         if job.held_since is not None and not job.suspended:  # resumed by someone else
             patch["metadata"]["annotations"][c.ANNOTATION_HELD_SINCE] = None
+        kind = self._kind(job)
         with self._writes.one():
-            saved = self.kube.merge_patch(JOBS, job.namespace, job.name, patch)
+            saved = self.kube.merge_patch(kind.resource, job.namespace, job.name, patch)
         try:
-            return managed_job(saved)
+            return kind.managed_job(saved)
         except (KeyError, TypeError, ValueError):  # unreadable: the informer's read reports it
             return None
 
     def event(self, job: ManagedJob, *, reason: str, message: str, warning: bool = False) -> None:
         involved = {"metadata": {"name": job.name, "namespace": job.namespace, "uid": job.uid}}
-        self.recorder.record(
-            job_event(
-                involved,
-                type_="Warning" if warning else "Normal",
-                reason=reason,
-                message=message,
-                now=self.clock(),
-                component=c.ENGINE_NAME,
-            )
-        )
+        type_ = "Warning" if warning else "Normal"
+        self._job_event(self._kind(job), involved, type_=type_, reason=reason, message=message)
 
     def close(self) -> None:
         self._stop.set()
@@ -331,13 +385,11 @@ def queueing_patch(
     suspend: bool,
     annotations: Mapping[str, str | None],
     replicas: int | None = None,
+    kind: JobKind = PYTORCHJOB,
 ) -> JSON:
-    """The merge patch that suspends or resumes the job, under the version it was read at."""
-    spec: JSON = {"runPolicy": {"suspend": suspend}}
-    if replicas is not None:
-        spec["pytorchReplicaSpecs"] = {c.WORKER: {"replicas": replicas}}
-    metadata = {"resourceVersion": job.resource_version, "annotations": dict(annotations)}
-    return {"metadata": metadata, "spec": spec}
+    """The merge patch that suspends or resumes the job (a PyTorchJob unless `kind` says
+    otherwise), under the version it was read at."""
+    return kind.queueing_patch(job, suspend=suspend, annotations=annotations, replicas=replicas)
 
 
 def scale_body(job: ManagedJob, *, replicas: int) -> JSON:

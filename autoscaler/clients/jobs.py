@@ -2,7 +2,7 @@
 `HpaStatus`, a pod's resource requests. Pure functions: the engine itself never sees raw JSON."""
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from autoscaler import fault_tolerance, torchrun
@@ -144,21 +144,33 @@ def _container_requests(container: JSON) -> dict[str, float]:
     return parse_resources(merged)
 
 
-def worker_health(pods: Iterable[JSON]) -> dict[JobKey, tuple[int, int]]:
+def worker_job(pod: JSON) -> JobKey | None:
+    """The PyTorchJob whose worker `pod` is (the operator's labels), None for any other pod."""
+    metadata = pod.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    if labels.get(c.LABEL_REPLICA_TYPE) != c.WORKER.lower():
+        return None
+    return (metadata.get("namespace", ""), labels.get(c.LABEL_JOB_NAME, ""))
+
+
+def worker_health(
+    pods: Iterable[JSON], *, worker_of: Callable[[JSON], JobKey | None] = worker_job
+) -> dict[JobKey, tuple[int, int]]:
     """Per job, its worker pods placed on a node but not Ready (starting, restarting, leaving, or
     on a node that stopped reporting: the node lifecycle controller marks them not Ready) and
     their containers' restarts summed. Finished pods and pods not placed yet count for nothing
-    (a pod no node can take is a capacity matter, not a recovery)."""
+    (a pod no node can take is a capacity matter, not a recovery). `worker_of` tells whose
+    worker a pod is (a PyTorchJob's, by default)."""
     health: dict[JobKey, tuple[int, int]] = {}
     for pod in pods:
         metadata, status = pod.get("metadata") or {}, pod.get("status") or {}
-        labels = metadata.get("labels") or {}
-        placed = bool((pod.get("spec") or {}).get("nodeName"))
-        if labels.get(c.LABEL_REPLICA_TYPE) != c.WORKER.lower() or not placed:
+        if not (pod.get("spec") or {}).get("nodeName"):
+            continue
+        key = worker_of(pod)
+        if key is None:
             continue
         if status.get("phase") in FINISHED:
             continue
-        key = (metadata.get("namespace", ""), labels.get(c.LABEL_JOB_NAME, ""))
         ready = any(
             cond.get("type") == "Ready" and cond.get("status") == "True"
             for cond in status.get("conditions") or []
