@@ -20,11 +20,11 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from autoscaler.api import coordinates as c
-from autoscaler.api.quantity import parse_resources
 from autoscaler.api.timestamps import format_timestamp
+from autoscaler.clients.capacity import free_capacity
 from autoscaler.clients.informer import Informer
 from autoscaler.clients.job_kinds import PYTORCHJOB, JobKind
-from autoscaler.clients.jobs import pod_requests, worker_health
+from autoscaler.clients.jobs import worker_health
 from autoscaler.clients.kube import PODS, ConflictError, Kube, NotFoundError, Resource
 from autoscaler.clients.kueue_quota import QuotaReader, headroom
 from autoscaler.clients.recorder import EventRecorder, InFlight
@@ -355,30 +355,6 @@ class KubeCluster:
         self.recorder.close()
 
 
-def free_capacity(
-    nodes: Sequence[JSON], pods: Sequence[JSON]
-) -> tuple[dict[str, float], list[tuple[JSON, str]]]:
-    """Allocatable of Ready, schedulable `nodes` minus the requests of `pods`, and the pods left
-    out because their requests could not be read: one such pod once made every round fail, and
-    no job was sized until it was gone."""
-    totals: dict[str, float] = {}
-    for node in nodes:
-        if _usable(node):
-            for name, amount in parse_resources(node["status"].get("allocatable") or {}).items():
-                totals[name] = totals.get(name, 0.0) + amount
-    skipped = []
-    for pod in pods:
-        try:
-            requests = pod_requests(pod)
-        except ValueError as error:
-            skipped.append((pod, str(error)))
-            continue
-        for name, amount in requests.items():
-            if name in totals:
-                totals[name] -= amount
-    return {name: max(0.0, amount) for name, amount in totals.items()}, skipped
-
-
 def queueing_patch(
     job: ManagedJob,
     *,
@@ -416,13 +392,6 @@ def _with_health(job: ManagedJob, health: tuple[int, int] | None) -> ManagedJob:
 
 def _ignore(kind: str, obj: JSON) -> None:
     """The engine reads the caches each round; it reacts to no single change."""
-
-
-def _usable(node: JSON) -> bool:
-    if (node.get("spec") or {}).get("unschedulable"):
-        return False
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return any(cond.get("type") == "Ready" and cond.get("status") == "True" for cond in conditions)
 
 
 def _describe(error: Exception) -> str:

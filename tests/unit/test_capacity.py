@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from autoscaler.clients.engine_cluster import KubeCluster, free_capacity
+from autoscaler.clients.capacity import free_capacity
+from autoscaler.clients.engine_cluster import KubeCluster
 
 JSON = dict[str, Any]
 GPU = "nvidia.com/gpu"
