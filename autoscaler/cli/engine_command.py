@@ -231,11 +231,10 @@ def round_collections() -> Iterator[None]:
     allocated since the last round (all else is frozen, so only that is traversed), then freeze
     what survived. At 5,000 jobs the process holds millions of long-lived objects (the
     informers' caches, the jobs' states), and each of CPython's full collections traversed them
-    all: in bench-scale's process about 1 s, nearly once a round, a third of the round; and a
-    round allocates enough to start several younger ones (about 0.1 s of a 5,000-job round on an
-    in-memory cluster). Frozen objects are still freed by reference counting when dropped; only a
-    reference cycle among them would outlive its last use, and what a round keeps (the API
-    server's JSON, pydantic models) forms none."""
+    all, nearly once a round, and a round allocates enough to start several younger ones
+    (`make bench-scale` times the rounds). Frozen objects are still freed by reference counting
+    when dropped; only a reference cycle among them would outlive its last use, and what a round
+    keeps (the API server's JSON, pydantic models) forms none."""
     gc.disable()
     try:
         yield

@@ -71,8 +71,8 @@ class KubeCluster:
         self._kind_of: dict[JobKey, JobKind] = {}
         self._warned_pods: set[tuple[str, str]] = set()  # (uid, resourceVersion)
         self._warned_twins: set[tuple[str, JobKey]] = set()  # (kind, job) left out: name taken
-        # Each job's typed view, kept while its resourceVersion is unchanged: reading 5,000 jobs'
-        # JSON again every round was 0.6 s of a round that wrote nothing.
+        # Each job's typed view, kept while its resourceVersion is unchanged: reading every job's
+        # JSON again each round was most of a round that wrote nothing (`make bench-scale`).
         self._typed: dict[tuple[str, JobKey], tuple[str, ManagedJob | None]] = {}
         scopes = self.namespaces or (None,)  # None: every namespace
         self._job_informers = [

@@ -115,8 +115,8 @@ def curve(
 
 
 # A round fits each job's curve twice from the same inputs: the policy on its snapshot, the engine
-# for the objective and predictions it reports (at 5,000 jobs, 1.8 s of profiled round each). The
-# cache holds two rounds of 8,000 jobs; its entries are immutable.
+# for the objective and predictions it reports (`make bench-scale` times the round). The cache
+# holds two rounds of 8,000 jobs; its entries are immutable.
 @lru_cache(maxsize=16_384)
 def _curve(
     points: tuple[tuple[int, float], ...],
@@ -157,9 +157,8 @@ def _fitted(
 def _carried_on(points: Mapping[int, float], counts: Floats) -> Floats:
     """Past the largest observed count, its value plus the slope of the last two observed counts
     (never negative): no concave curve through them is higher there. A fit that bends down past
-    the data kept jobs from growing in the simulator although their real curves still rose (on
-    the bundled default 74 % of the GPUs busy with the fit alone, 83 % with this; equal-share
-    86 %). Elsewhere: 0 (nothing to add)."""
+    the data kept jobs from growing in the simulator although their real curves still rose (the
+    GPU utilisation of `make bench-sim`). Elsewhere: 0 (nothing to add)."""
     if len(points) < 2:
         return np.zeros(len(counts))
     (low, below), (high, top) = sorted(points.items())[-2:]
