@@ -15,8 +15,8 @@ from autoscaler.api.annotations import (
     read_annotations,
     reader,
 )
-from autoscaler.clients.jobs import managed_job
 from autoscaler.engine.ports import Owner
+from tests.unit.test_remaining_work import pytorchjob
 
 BOUNDS = Bounds(low=1, high=8)
 
@@ -147,21 +147,6 @@ def test_every_annotation_is_declared_with_its_key_meaning_and_reader() -> None:
     assert read == set(keys), "every annotation has a row in CASES"
 
 
-def manifest(annotations: dict[str, str]) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": "j",
-            "namespace": "n",
-            "creationTimestamp": "2026-11-30T00:00:00Z",
-            "annotations": annotations,
-        },
-        "spec": {
-            "elasticPolicy": {"minReplicas": 1, "maxReplicas": 8},
-            "pytorchReplicaSpecs": {"Worker": {"replicas": 2}},
-        },
-    }
-
-
 def test_a_job_warns_of_its_annotations_and_logs_the_rest(caplog: pytest.LogCaptureFixture) -> None:
     annotations = {
         c.ANNOTATION_TOTAL_SAMPLES: "-3",
@@ -170,8 +155,7 @@ def test_a_job_warns_of_its_annotations_and_logs_the_rest(caplog: pytest.LogCapt
         c.ANNOTATION_HELD_SINCE: "soon",
     }
     with caplog.at_level(logging.WARNING, logger="autoscaler.clients.jobs"):
-        job = managed_job(manifest(annotations))
-    assert job is not None
+        job = pytorchjob(annotations)
     assert job.problems == (
         "elastic-autoscaler.io/total-samples '-3' is not a positive number: ignored",
         'elastic-autoscaler.io/preemptible \'maybe\' is neither "true" nor "false": ignored',
@@ -184,6 +168,5 @@ def test_a_job_warns_of_its_annotations_and_logs_the_rest(caplog: pytest.LogCapt
 
 
 def test_the_opt_out_annotation_makes_the_job_its_users() -> None:
-    job = managed_job(manifest({c.ANNOTATION_OPT_OUT: "TRUE"}))
-    assert job is not None
+    job = pytorchjob({c.ANNOTATION_OPT_OUT: "TRUE"})
     assert job.owner is Owner.OPTED_OUT

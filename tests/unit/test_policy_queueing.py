@@ -10,6 +10,8 @@ from autoscaler.api import coordinates as c
 from autoscaler.clients.engine_cluster import KubeCluster, queueing_patch
 from autoscaler.clients.jobs import managed_job
 from autoscaler.clients.kube import ConflictError
+from autoscaler.engine.config import SettleConfig
+from autoscaler.engine.snapshot import engine_bounds
 from autoscaler.policies.contract import EngineBounds, JobSnapshot, Snapshot
 from autoscaler.policies.global_optimizer import GlobalOptimizer, GlobalOptimizerConfig
 from autoscaler.sim.profiles import Profile, ProfileRow
@@ -64,17 +66,9 @@ def test_holding_a_long_job_back_lets_a_short_one_finish_sooner(
 #   both at 2:            2 * 200^-.25             = 0.53183  <- best
 #   one held, one at 4:   3,815^-.25 + 115^-.25     = 0.12724 + 0.30537 = 0.43261
 def bounds(max_held_seconds: float) -> EngineBounds:
-    return EngineBounds(
-        interval_seconds=30.0,
-        max_held_seconds=max_held_seconds,
-        min_run_seconds=600.0,
-        cooldown_seconds=180.0,
-        scale_down_stabilization_seconds=120.0,
-        scale_up_max_pods=4,
-        scale_up_max_percent=100.0,
-        scale_down_max_percent=50.0,
-        max_rescales_per_round=50,
-    )
+    """The engine's bounds with its defaults but the starvation bound."""
+    settle = SettleConfig(max_held_seconds=max_held_seconds)
+    return engine_bounds(settle, interval_seconds=30.0)
 
 
 # With the engine's bounds in the snapshot, a hold is valued at their starvation bound instead of
