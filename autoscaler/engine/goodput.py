@@ -124,8 +124,8 @@ def price_job(job: ManagedJob, report: GradientReport) -> Goodput | None:
 def efficiency_at(goodput: Goodput | None, count: int) -> float:
     """The statistical efficiency of the batch priced at `count`: what a sample of the job's
     throughput is worth in samples at its base batch (1 for a job not priced, or a count not)."""
-    batch = goodput.batches.get(count) if goodput is not None else None
-    return 1.0 if batch is None else batch.efficiency
+    priced = priced_at(goodput, count)
+    return 1.0 if priced is None else priced.batch.efficiency
 
 
 def priced_at(goodput: Goodput | None, count: int) -> PricedBatch | None:

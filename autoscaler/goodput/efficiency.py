@@ -41,11 +41,18 @@ def efficiency(noise: GradientNoise, batch: float) -> float:
     """(phi + B0) / (phi + B): progress per sample at global batch `batch`, relative to B0."""
     if batch <= 0:
         raise ValueError(f"batch must be > 0, got {batch}")
+    return float(efficiencies(noise, np.array([batch], dtype=np.float64))[0])
+
+
+def efficiencies(noise: GradientNoise, batches: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """`efficiency` at every global batch of `batches` (each > 0); inf phi (noise dominates) or a
+    zero denominator: 1."""
+    batch = np.asarray(batches, dtype=np.float64)
     if math.isinf(noise.phi):
-        return 1.0
-    if noise.phi + batch == 0:
-        return 1.0
-    return (noise.phi + noise.base_batch) / (noise.phi + batch)
+        return np.ones(len(batch))
+    denominator = noise.phi + batch
+    safe = np.where(denominator == 0, 1.0, denominator)
+    return np.where(denominator == 0, 1.0, (noise.phi + noise.base_batch) / safe)
 
 
 def gain(noise: GradientNoise, batch: float) -> float:
@@ -139,12 +146,3 @@ class GradientStatsEstimator:
         estimator._weight = {"sqr": state["sqr_weight"], "var": state["var_weight"]}
         estimator._differenced = bool(state["differenced"])
         return estimator
-
-
-def efficiencies(noise: GradientNoise, batches: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-    """`efficiency` at every global batch of `batches` (each > 0)."""
-    if math.isinf(noise.phi):
-        return np.ones(len(batches))
-    denominator = noise.phi + batches.astype(np.float64)
-    safe = np.where(denominator == 0, 1.0, denominator)
-    return np.where(denominator == 0, 1.0, (noise.phi + noise.base_batch) / safe)
