@@ -45,10 +45,14 @@ def speedup_over(throughput: Floats, smallest: Floats | float) -> Floats:
 def job_curve(job: JobSnapshot, *, model: ThroughputModel) -> JobCurve:
     """The job's model curve where it has one (fresh, every count it prices taken as it is),
     else the curve `model` fits to its observations, within `model`'s exploration bound."""
-    modelled = job.curve is not None
+    points, ages = (
+        (job.curve.values, {})
+        if job.curve is not None
+        else (job.throughput, job.throughput_age_seconds)
+    )
     values = curve(
-        points=job.curve.values if job.curve is not None else job.throughput,
-        ages={} if modelled else job.throughput_age_seconds,
+        points=points,
+        ages=ages,
         low=job.min_replicas,
         high=job.max_replicas,
         model=model,

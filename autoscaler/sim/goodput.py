@@ -120,18 +120,8 @@ class Application:
         return self.name not in FIXED_BATCH
 
     def adaptive_choice(self, gpus: int, epoch: int) -> BatchChoice | None:
-        """The batch goodput picks on `gpus` in `epoch` (None: none fits). The job measures its
-        noise at the batch it runs: pick with B0's, then with the pick's."""
-        nodes = math.ceil(gpus / GPUS_PER_NODE)
-        batch = float(self.base_batch)
-        for _ in range(2):
-            choice = best_batch(
-                self.model, self.noise(batch, epoch), self.limits, replicas=gpus, nodes=nodes
-            )
-            if not choice.fits:
-                return None
-            batch = choice.global_batch
-        return choice
+        """The batch goodput picks on `gpus` in `epoch` (None: none fits)."""
+        return _adaptive_choice(self, gpus, epoch)
 
     def adaptive_rate(self, gpus: int, epoch: int) -> float:
         """Iterations at B0 per second at the batch goodput picks on `gpus` (0 = does not fit)."""
@@ -142,6 +132,26 @@ class Application:
             return 0.0
         seconds = self.step_seconds(gpus, choice.local_batch, choice.accum_steps)
         return self.gain(choice.global_batch, epoch) / seconds if seconds > 0 else 0.0
+
+
+# Asked every round for each running job by both its rates and its gradient report.
+@functools.cache
+def _adaptive_choice(application: Application, gpus: int, epoch: int) -> BatchChoice | None:
+    """The job measures its noise at the batch it runs: pick with B0's, then with the pick's."""
+    nodes = math.ceil(gpus / GPUS_PER_NODE)
+    batch = float(application.base_batch)
+    for _ in range(2):
+        choice = best_batch(
+            application.model,
+            application.noise(batch, epoch),
+            application.limits,
+            replicas=gpus,
+            nodes=nodes,
+        )
+        if not choice.fits:
+            return None
+        batch = choice.global_batch
+    return choice
 
 
 def _observations(curves: Mapping[str, Curve]) -> list[StepObservation]:
