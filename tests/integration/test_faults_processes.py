@@ -42,7 +42,7 @@ from tests.support.apiproxy import ApiProxy, Exchange, Match
 from tests.support.controlplane import RESTRICTED_USER, ControlPlane
 from tests.support.crd import RBAC_FILE
 from tests.support.engine_process import (
-    LEASE_FLAGS,
+    FAILOVER_LEASE_FLAGS,
     ServiceProcess,
     engine_config,
     engine_process,
@@ -57,7 +57,7 @@ from tests.support.training import GPU, Kubelet, Trainer
 pytestmark = pytest.mark.faults
 JSON = dict[str, Any]
 KILLED = -signal.SIGKILL
-LEASE_SECONDS = float(LEASE_FLAGS[LEASE_FLAGS.index("--lease-duration") + 1])
+LEASE_SECONDS = float(FAILOVER_LEASE_FLAGS[FAILOVER_LEASE_FLAGS.index("--lease-duration") + 1])
 OPERATOR_LEASE, ENGINE_LEASE = LEADER_ELECTION_ID, "elastic-autoscaler-engine"
 COOLDOWN = 4.0  # the engine's cooldown_seconds (engine_config)
 
@@ -192,6 +192,7 @@ def leader_and_standby(
     operator = env.plane.kubeconfig_for(RESTRICTED_USER)
     first = stack.enter_context(
         operator_process(
+            lease=FAILOVER_LEASE_FLAGS,
             kubeconfig=first_proxy.kubeconfig(operator, env.tmp_path / "first.conf"),
             lease_namespace=env.ns,
             workdir=env.tmp_path,
@@ -202,6 +203,7 @@ def leader_and_standby(
     wait_for(lambda: holder(env.api, env.ns, OPERATOR_LEASE) == "first", what="first to lead")
     stack.enter_context(
         operator_process(
+            lease=FAILOVER_LEASE_FLAGS,
             kubeconfig=second_proxy.kubeconfig(operator, env.tmp_path / "second.conf"),
             lease_namespace=env.ns,
             workdir=env.tmp_path,
@@ -343,6 +345,7 @@ def test_engine_killed_around_its_scale_write_rescales_once_and_keeps_the_cooldo
     with ExitStack() as stack:
         stack.enter_context(
             operator_process(
+                lease=FAILOVER_LEASE_FLAGS,
                 kubeconfig=env.plane.kubeconfig_for(RESTRICTED_USER),
                 lease_namespace=env.ns,
                 workdir=env.tmp_path,
@@ -352,6 +355,7 @@ def test_engine_killed_around_its_scale_write_rescales_once_and_keeps_the_cooldo
         first = stack.enter_context(
             engine_process(
                 config,
+                lease=FAILOVER_LEASE_FLAGS,
                 kubeconfig=first_proxy.kubeconfig(admin, env.tmp_path / "first.conf"),
                 lease_namespace=env.ns,
                 workdir=env.tmp_path / "first",
@@ -363,6 +367,7 @@ def test_engine_killed_around_its_scale_write_rescales_once_and_keeps_the_cooldo
         second = stack.enter_context(
             engine_process(
                 config,
+                lease=FAILOVER_LEASE_FLAGS,
                 kubeconfig=second_proxy.kubeconfig(admin, env.tmp_path / "second.conf"),
                 lease_namespace=env.ns,
                 workdir=env.tmp_path / "second",
@@ -462,6 +467,7 @@ def test_concurrent_writer_causes_conflicts_and_no_update_is_lost(
     with ExitStack() as stack:
         stack.enter_context(
             operator_process(
+                lease=FAILOVER_LEASE_FLAGS,
                 kubeconfig=operator_proxy.kubeconfig(
                     env.plane.kubeconfig_for(RESTRICTED_USER), env.tmp_path / "operator.conf"
                 ),
@@ -479,6 +485,7 @@ def test_concurrent_writer_causes_conflicts_and_no_update_is_lost(
         stack.enter_context(
             engine_process(
                 stepwise_engine(env.ns, prometheus),
+                lease=FAILOVER_LEASE_FLAGS,
                 kubeconfig=engine_proxy.kubeconfig(
                     env.plane.kubeconfig_path, env.tmp_path / "engine.conf"
                 ),

@@ -16,8 +16,11 @@ import yaml
 from tests.support.polling import wait_for
 from tests.support.processes import free_port, http_get, log_tail, start_process, stop_process
 
-# Leader election fast enough that a test never waits for a lease.
-LEASE_FLAGS = ("--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.2")
+# client-go's lease and renew deadline: training processes saturate both cores for seconds at a
+# time, and a process that gives up its lease after a 2 s stall takes every later e2e test with it.
+LEASE_FLAGS = ("--lease-duration", "15", "--renew-deadline", "10", "--retry-period", "0.5")
+# Fast failover for the tests that kill a leader and time its standby's takeover.
+FAILOVER_LEASE_FLAGS = ("--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.2")
 # A renew deadline longer than a control-plane restart (~5 s here, twice that on a loaded
 # machine): with LEASE_FLAGS the leader gives up after 2 s of outage and exits.
 OUTAGE_LEASE_FLAGS = ("--lease-duration", "40", "--renew-deadline", "30", "--retry-period", "0.5")

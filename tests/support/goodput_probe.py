@@ -1,6 +1,6 @@
 """Runs `autoscaler.training.goodput.Goodput` on a tiny linear model over loopback gloo, in the
 training environment's python, and prints one JSON line per check for
-tests/integration/test_goodput_training.py.
+tests/e2e/test_goodput_gradients.py.
 
 `phi`: with the learning rate 0 the gradient's distribution is fixed, so the smoothed estimate
 must approach the exact noise scale, computed from every sample's own gradient.
@@ -103,6 +103,7 @@ def worker(rank: int, job: Run) -> None:
             result["lr_factor"] = goodput.adaptation.lr_factor(config.global_batch)
         with open(out, "a") as stream:
             stream.write(json.dumps(result) + "\n")
+    dist.barrier()  # a rank that tears gloo down while its peer still works aborts the peer
     dist.destroy_process_group()
 
 
