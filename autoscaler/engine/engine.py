@@ -1,7 +1,8 @@
 """One decision round: observe -> decide -> settle -> act -> record.
 
-This module sequences the round; the decisions are pure and live beside it (`settle`,
-`queueing`, `proposals`, `conclusion`, `announcements`), and its I/O goes through the ports:
+This module sequences the round; the decisions are pure and live beside it (`pipeline`, which
+alone orders the settle steps of `queueing` and `settle`; `proposals`, `conclusion`,
+`announcements`), and its I/O goes through the ports:
 what it reads in `inputs` (a round's observation in `observation`), the counts it writes in
 `application`, the per-job state it keeps in `persistence`. The policy is called through a
 `PolicyRunner` (in a thread, or in a worker process): a policy that raises, overruns its time or
@@ -30,14 +31,15 @@ from autoscaler.engine.goodput import priced_at
 from autoscaler.engine.inputs import read_goodput
 from autoscaler.engine.observation import Observation
 from autoscaler.engine.persistence import StateStore
+from autoscaler.engine.pipeline import settle_round
 from autoscaler.engine.policy_runner import PolicyRunner, ThreadRunner
 from autoscaler.engine.ports import Cluster, GoodputSource, JobKey, ManagedJob, ThroughputSource
 from autoscaler.engine.proposals import Proposals, proposals
-from autoscaler.engine.queueing import queue_and_settle, queue_view
+from autoscaler.engine.queueing import queue_view, refused_hold
 from autoscaler.engine.report import Outcome, RoundReport, export, log_records
-from autoscaler.engine.settle import Settled, current, fit_capacity, limit_rescales
+from autoscaler.engine.settle import Settled, current
 from autoscaler.engine.snapshot import engine_bounds, pinned, snapshot
-from autoscaler.engine.state import JobState, Step
+from autoscaler.engine.state import JobState
 from autoscaler.observability.decision_log import DecisionLog
 from autoscaler.observability.engine_metrics import EngineMetrics
 from autoscaler.policies.contract import Goodput, Policy, Snapshot
@@ -139,7 +141,16 @@ class Engine:
             config=self.config.settle,
         )
         proposed = self._decide(shown, jobs=jobs, now=now)
-        settled = self._settle(jobs, proposals=proposed, holds=holds, capacity=capacity, now=now)
+        settled = settle_round(
+            jobs,
+            self.states,
+            proposals=proposed.steps,
+            holds=holds,
+            capacity=capacity,
+            now=now,
+            config=self.config.settle,
+        )
+        self._log_refused_holds(jobs, settled)
         fitted = fitting.result()
         scoring = self._score(view, settled, fitted=fitted)
         decided = {
@@ -168,30 +179,14 @@ class Engine:
             self.metrics.worker_replacements.labels(result.replaced).inc()
         return proposals(result, jobs, seconds=seconds)
 
-    def _settle(
-        self,
-        jobs: Sequence[ManagedJob],
-        *,
-        proposals: Proposals,
-        holds: Mapping[JobKey, Step | None],
-        capacity: Mapping[str, float],
-        now: datetime,
-    ) -> dict[JobKey, Settled]:
-        settled = {
-            job.key: queue_and_settle(
-                job,
-                self.states[job.key],
-                proposal=proposals.steps[job.key],
-                held=holds[job.key],
-                now=now,
-                config=self.config.settle,
-            )
-            for job in jobs
-        }
-        limited = limit_rescales(
-            jobs, settled, self.states, limit=self.config.settle.max_rescales_per_round
-        )
-        return fit_capacity(jobs, limited, capacity=capacity)
+    def _log_refused_holds(
+        self, jobs: Sequence[ManagedJob], settled: Mapping[JobKey, Settled]
+    ) -> None:
+        """Log a policy's 0 that became a job's minimum, when it is news."""
+        for job in jobs:
+            step = refused_hold(settled[job.key], self.states[job.key])
+            if step is not None:
+                log.warning("%s/%s: %s", job.namespace, job.name, step.message)
 
     def _score(
         self,

@@ -7,18 +7,15 @@ engine, not the policy, bounds how long a job waits: held back `max_held_seconds
 at least at its minimum whatever the policy says, and is not held back again for as long.
 """
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.ports import JobKey, ManagedJob
-from autoscaler.engine.settle import RESCALE_COOLDOWN, Settled, settle
+from autoscaler.engine.settle import RESCALE_COOLDOWN, Settled
 from autoscaler.engine.state import JobState, Step, StepName
 from autoscaler.policies.contract import Snapshot
-
-log = logging.getLogger(__name__)
 
 
 def held_seconds(job: ManagedJob, *, now: datetime) -> float | None:
@@ -98,7 +95,8 @@ def queue_view(
 @dataclass(frozen=True)
 class Queued:
     """What queueing made of a proposal: `settled` when it decided the job's count itself
-    (suspend, stay held back, resume), else `proposal`, to go through the usual settle steps."""
+    (suspend, stay held back, resume), else `proposal`, to go through the steps after queueing
+    (`pipeline.settle_round`)."""
 
     proposal: Step
     settled: Settled | None = None
@@ -115,7 +113,7 @@ def queue(
     config: SettleConfig,
 ) -> Queued:
     """The proposal for a job through queueing (pure). A running job: a 0 suspends it if it
-    may be held back and is not held, else becomes its minimum (logged). A held-back job: it
+    may be held back and is not held, else becomes its minimum (`refused_hold`). A held-back job: it
     stays held while held or given 0, is resumed at the count given (within its bounds and
     allowed counts), and at least at its minimum once held back `max_held_seconds`."""
     if not job.held_back:
@@ -123,25 +121,14 @@ def queue(
     return _waiting(job, proposal=proposal, held=held, now=now, config=config)
 
 
-def queue_and_settle(
-    job: ManagedJob,
-    state: JobState,
-    *,
-    proposal: Step,
-    held: Step | None,
-    now: datetime,
-    config: SettleConfig,
-) -> Settled:
-    """Queueing first (suspend, stay held back, resume), then the usual settle steps; a 0 that
-    becomes the job's minimum is logged when it is news."""
-    queued = queue(job, state, proposal=proposal, held=held, now=now, config=config)
-    if queued.settled is not None:
-        return queued.settled
+def refused_hold(settled: Settled, state: JobState) -> Step | None:
+    """The step that kept a policy's 0 at the job's minimum, when its last decision had no such
+    step (news worth a log line, not one every round)."""
+    step = next((one for one in settled.steps if one.name == StepName.QUEUE), None)
     last = state.last_decision
-    if queued.prefix and (last is None or queued.proposal not in last.steps):
-        log.warning("%s/%s: %s", job.namespace, job.name, queued.proposal.message)
-    result = settle(job, state, proposal=queued.proposal, held=held, now=now, config=config)
-    return Settled(replicas=result.replicas, steps=(*queued.prefix, *result.steps))
+    if step is None or (last is not None and step in last.steps):
+        return None
+    return step
 
 
 def _running(

@@ -1,9 +1,9 @@
 """From a policy's wish to the count written: pure steps, each with a CamelCase reason.
 
 observe: record the round's throughput reading (`observe`), decide whether the job is held
-(`hold`: recovering, no data, cooling down, restart budget spent). settle: hold -> clamp to
-[min, max] -> scale-down stabilisation -> rate limits -> allowed counts -> pending pods; then,
-across jobs, `limit_rescales` and `fit_capacity`.
+(`hold`: recovering, no data, cooling down, restart budget spent). The steps a proposal then
+goes through: `clamp`, `stabilise`, `rate_limit`, `allowed_count` and `pending` for one job,
+`limit_rescales` and `fit_capacity` across jobs; their order is `pipeline.settle_round`'s alone.
 """
 
 import math
@@ -164,29 +164,10 @@ class Settled:
         return self.steps[-1].reason
 
 
-def settle(
-    job: ManagedJob,
-    state: JobState,
-    *,
-    proposal: Step,
-    held: Step | None,
-    now: datetime,
-    config: SettleConfig,
-) -> Settled:
-    """The proposal through every step; only steps that change the count are recorded."""
-    if held is not None:
-        return Settled(replicas=job.replicas, steps=(proposal, held))
-    steps = [proposal]
-    for rule in (_clamp, _stabilise, _rate_limit, _allowed, _pending):
-        step = rule(job, state, steps[-1].replicas, now=now, config=config)
-        if step is not None:
-            steps.append(step)
-    return Settled(replicas=steps[-1].replicas, steps=tuple(steps))
-
-
-def _clamp(
+def clamp(
     job: ManagedJob, _: JobState, replicas: int, *, now: datetime, config: SettleConfig
 ) -> Step | None:
+    """Within the job's minimum and maximum."""
     if replicas > job.max_replicas:
         return Step(
             name=StepName.CLAMP,
@@ -204,7 +185,7 @@ def _clamp(
     return None
 
 
-def _stabilise(
+def stabilise(
     job: ManagedJob, state: JobState, replicas: int, *, now: datetime, config: SettleConfig
 ) -> Step | None:
     """Scale down only as far as the highest recommendation of the window (the HPA's rule)."""
@@ -221,9 +202,10 @@ def _stabilise(
     )
 
 
-def _rate_limit(
+def rate_limit(
     job: ManagedJob, _: JobState, replicas: int, *, now: datetime, config: SettleConfig
 ) -> Step | None:
+    """At most so many workers more or fewer than now per decision."""
     current = job.replicas
     up = current + max(
         config.scale_up_max_pods, ceil_count(current * config.scale_up_max_percent / 100)
@@ -246,7 +228,7 @@ def _rate_limit(
     return None
 
 
-def _allowed(
+def allowed_count(
     job: ManagedJob, _: JobState, replicas: int, *, now: datetime, config: SettleConfig
 ) -> Step | None:
     """An allowed count between the current one and the wish, nearest the wish (so a rate limit
@@ -261,9 +243,10 @@ def _allowed(
     return Step(name=StepName.ALLOWED, replicas=count, reason="NotAllowedCount", message=message)
 
 
-def _pending(
+def pending(
     job: ManagedJob, _: JobState, replicas: int, *, now: datetime, config: SettleConfig
 ) -> Step | None:
+    """No scale-up while the job's pods, its gang or its quota wait."""
     if replicas > job.replicas and job.gang_waiting:
         message = "its gang (PodGroup) is not placed yet: no scale-up until it is"
         return Step(

@@ -12,8 +12,9 @@ from autoscaler.clients.jobs import managed_job
 from autoscaler.clients.prometheus import progress_by_job
 from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.engine import Engine
+from autoscaler.engine.pipeline import settle_job
 from autoscaler.engine.ports import ManagedJob, Progress
-from autoscaler.engine.settle import accounted, settle
+from autoscaler.engine.settle import accounted
 from autoscaler.engine.snapshot import job_snapshot
 from autoscaler.engine.state import JobState, Step
 from autoscaler.policies.contract import JobSnapshot, Snapshot
@@ -296,7 +297,7 @@ def test_settle_keeps_to_the_allowed_counts_and_the_rate_limits(
 ) -> None:
     proposal = Step(name="policy", replicas=wish, reason="OptimalAllocation", message="")
     config = SettleConfig(scale_down_stabilization_seconds=0)
-    result = settle(
+    result = settle_job(
         managed(replicas, (1, 2, 4, 8, 16)),
         JobState(),
         proposal=proposal,

@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 
 from autoscaler.engine.config import SettleConfig
+from autoscaler.engine.pipeline import settle_job
 from autoscaler.engine.ports import ManagedJob, Owner
 from autoscaler.engine.settle import (
     Settled,
@@ -14,7 +15,6 @@ from autoscaler.engine.settle import (
     observe,
     remember,
     rescaled,
-    settle,
     usable_reading,
 )
 from autoscaler.engine.state import JobState, Point, Step
@@ -143,7 +143,7 @@ def test_holds(
 
 
 def run(the_job: ManagedJob, wish: int, state: JobState | None = None) -> Settled:
-    return settle(
+    return settle_job(
         the_job, state or fresh_state(), proposal=proposal(wish), held=None, now=NOW, config=CONFIG
     )
 
@@ -178,7 +178,7 @@ def test_rate_limits_at_an_exact_share_do_not_hang_on_the_last_bits(slack: float
         update={"scale_up_max_percent": 75 * slack, "scale_down_max_percent": 25 * slack}
     )
     for the_job, wish, replicas in ((job(), 16, 7), (job(replicas=8, active=8), 1, 6)):
-        settled = settle(
+        settled = settle_job(
             the_job, fresh_state(), proposal=proposal(wish), held=None, now=NOW, config=config
         )
         assert settled.replicas == replicas
@@ -186,7 +186,9 @@ def test_rate_limits_at_an_exact_share_do_not_hang_on_the_last_bits(slack: float
 
 def test_a_held_job_keeps_its_count_whatever_the_policy_wished() -> None:
     held = Step(name="hold", replicas=4, reason="RescaleCooldown", message="m")
-    settled = settle(job(), fresh_state(), proposal=proposal(9), held=held, now=NOW, config=CONFIG)
+    settled = settle_job(
+        job(), fresh_state(), proposal=proposal(9), held=held, now=NOW, config=CONFIG
+    )
     assert (settled.replicas, settled.reason) == (4, "RescaleCooldown")
 
 
@@ -200,7 +202,7 @@ def test_scale_down_waits_for_the_highest_recommendation_of_the_window() -> None
     assert (settled.replicas, settled.reason) == (4, "ScaleDownStabilized")
     later = NOW + timedelta(seconds=60)  # the 4 left the window, the 3 is still in it
     state = remember(state, recommendation=2, now=NOW, config=CONFIG)
-    settled = settle(job(), state, proposal=proposal(2), held=None, now=later, config=CONFIG)
+    settled = settle_job(job(), state, proposal=proposal(2), held=None, now=later, config=CONFIG)
     assert (settled.replicas, settled.reason) == (3, "ScaleDownStabilized")
 
 
