@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from autoscaler.engine.policy_runner import is_policy_fallback
 from autoscaler.engine.ports import JobKey, ManagedJob
-from autoscaler.engine.settle import METRICS_UNAVAILABLE, RESCALE_COOLDOWN, Settled
+from autoscaler.engine.settle import METRICS_UNAVAILABLE, RESCALE_COOLDOWN, Settled, forced
 from autoscaler.engine.state import DecisionRecord, Step, StepName
 
 # Hold reasons a user already learns from another Event: a cooldown follows every rescale, which
@@ -59,7 +59,7 @@ def queueing(job: ManagedJob, record: DecisionRecord, settled: Settled) -> Annou
             reason="HeldBack", message=message, queueing=("suspended", first.reason)
         )
     last = settled.steps[-1]
-    reason = last.reason if last.name == StepName.STARVATION else first.reason
+    reason = last.reason if forced(settled) else first.reason
     message = f"0 -> {record.replicas} workers, resumed ({reason}): {last.message}"
     return Announcement(reason="Resumed", message=message, queueing=("resumed", reason))
 

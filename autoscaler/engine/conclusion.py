@@ -12,8 +12,8 @@ from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.ports import ManagedJob
 from autoscaler.engine.queueing import resumed, suspended
 from autoscaler.engine.report import Outcome
-from autoscaler.engine.settle import Settled, recommendations, rescaled
-from autoscaler.engine.state import DecisionRecord, JobState, PricedBatch, Step, StepName
+from autoscaler.engine.settle import Settled, forced, recommendations, rescaled
+from autoscaler.engine.state import DecisionRecord, JobState, PricedBatch, Step
 from autoscaler.policies.speedup import JobCurve
 
 
@@ -103,8 +103,7 @@ def after_write(decided: Decided, write: Written, *, now: datetime) -> JobState:
     if settled.replicas == 0:
         return suspended(state, now=now)
     if decided.job.held_back:
-        forced = settled.steps[-1].name == StepName.STARVATION
-        return resumed(state, to=settled.replicas, now=now, forced=forced)
+        return resumed(state, to=settled.replicas, now=now, forced=forced(settled))
     return rescaled(state, to=settled.replicas, now=now)
 
 

@@ -51,13 +51,13 @@ TIMEOUT = "PolicyTimeout"
 STILL_RUNNING = "PolicyStillRunning"
 INVALID = "PolicyInvalid"
 OUT_OF_MEMORY = "PolicyOutOfMemory"
-FALLBACK_PREFIX = "Policy"  # every fallback reason starts with it
+FALLBACKS = frozenset({FAILED, TIMEOUT, STILL_RUNNING, INVALID, OUT_OF_MEMORY})
 
 
 def is_policy_fallback(reason: str) -> bool:
     """Whether `reason` is a fallback's: the policy failed, overran or returned nonsense, and
     every count is kept."""
-    return reason.startswith(FALLBACK_PREFIX)
+    return reason in FALLBACKS
 
 
 Row = tuple[str, str, int, str, str]

@@ -292,8 +292,8 @@ def limit_rescales(
     """At most `limit` rescales a round; the rest keep their counts until a later round.
     Scale-downs go first (they make the room other jobs wait for), then the jobs whose last
     rescale (or start) is oldest. A resume the starvation bound forces is never deferred: it
-    takes its place first, and goes even past the limit. Before `fit_capacity`, so a scale-up
-    that counted on a deferred scale-down is undone there.
+    takes its place first, and goes even past the limit. `settle_round` runs it before
+    `fit_capacity`, so a scale-up that counted on a deferred scale-down is undone there.
 
     Why a limit: every rescale restarts a training world, and costs the round 3-4 requests; a
     round that rescales thousands of jobs at once writes for minutes, deciding nothing for any job
