@@ -39,8 +39,7 @@ def settle_round(
     """Each job's proposal (the policy's count, or its current one) to its settled count, pure.
     A step is recorded, after the proposal, only when it changes (or holds) the count. In order:
 
-    1. queue: a held-back job stays held, resumes, or the starvation bound forces its resume;
-       a running job's 0 suspends it, or is its minimum when it may not be held back
+    1. queue: a 0 suspends the job or is its minimum; a held-back job stays, resumes or is forced
     2. hold: a job held this round (`holds`) keeps its count
     3. clamp: within the job's minimum and maximum
     4. stabilise: a scale-down no lower than the window's highest recommendation
