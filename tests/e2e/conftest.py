@@ -41,7 +41,7 @@ from tests.support.engine_process import ServiceProcess, operator_process
 from tests.support.external_metrics import ExternalMetricsServer, register, unregister
 from tests.support.node_agent import TEST_TIMING, NodeAgent, NodeSpec
 from tests.support.polling import wait_for
-from tests.support.processes import StartupError
+from tests.support.processes import StartupError, log_tail
 from tests.support.prometheus import PodMonitorTargets, PrometheusServer
 
 POD_MONITOR = REPO_ROOT / "deploy" / "monitoring" / "training-podmonitor.yaml"
@@ -186,6 +186,10 @@ def nodes(
     tmp_path: Path,
 ) -> Callable[..., NodeAgent]:
     """`nodes(count, gpus=2) -> NodeAgent`: Nodes whose pods run with the training environment."""
+    # Fail at once, not after every wait's timeout, when the shared operator is gone.
+    assert e2e_operator.proc.poll() is None, "the e2e operator exited:\n" + log_tail(
+        e2e_operator.log
+    )
     agents: list[NodeAgent] = []
 
     def start(count: int, *, gpus: int = 2) -> NodeAgent:
