@@ -210,8 +210,8 @@ class JobAnnotations(BaseModel):
         Field(
             alias=c.ANNOTATION_THROUGHPUT_PROFILE,
             description="the job's samples/s at some worker counts, measured beforehand: a"
-            " policy sizes the job by it while it waits to start (`waiting`), before the engine"
-            " observes it (none: its own earlier observations, else the engine's default prior)",
+            " policy sizes the job by it while it waits (not started yet, or held back; none:"
+            " by its own earlier observations, else by the engine's default prior)",
         ),
         Reader(
             _throughput_profile,
