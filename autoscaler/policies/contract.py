@@ -142,10 +142,11 @@ class JobSnapshot(BaseModel):
     )
     waiting: bool = Field(
         default=False,
-        description="a preemptible job no worker of which runs: it has not started yet (no"
-        " worker ever ran, none is placed) or is held back (`suspended`). `replicas` stays the"
-        " count it would start at; a policy starts it at any count it allows, or leaves it at 0"
-        " (held back) when `preemptible`, deciding by `curve` while it has no observations",
+        description="no worker of the job runs and the policy decides when it starts: it is held"
+        " back (`suspended`), or it is preemptible and has not started yet (no worker ever ran,"
+        " none is placed). `replicas` stays the count it would start at; a policy starts it at"
+        " any count it allows, or leaves it at 0 (held back) when `preemptible`, sizing it by"
+        " `curve` when it has one",
     )
     goodput: Goodput | None = Field(
         default=None,
