@@ -96,11 +96,16 @@ def _weight(text: str, bounds: Bounds) -> float:
     return weight if weight > 0 else 1.0
 
 
-def _total_samples(text: str, bounds: Bounds) -> float:
+def _number(text: str) -> float:
+    """The number, NaN when the text is none (the caller reports it)."""
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
-        value = math.nan
+        return math.nan
+
+
+def _total_samples(text: str, bounds: Bounds) -> float:
+    value = _number(text)
     if not math.isfinite(value) or value <= 0:
         raise ignored(c.ANNOTATION_TOTAL_SAMPLES, text, "is not a positive number")
     return value
@@ -124,6 +129,25 @@ def _allowed_replicas(text: str, bounds: Bounds) -> tuple[int, ...]:
             f"{name} {text!r}: {outside} outside the job's [{low}, {high}]: ignored"
         )
     return tuple(counts)
+
+
+def _throughput_profile(text: str, bounds: Bounds) -> dict[int, float]:
+    """`count:samples/s` pairs, each count once, in the job's bounds, each rate positive."""
+    name, low, high = c.ANNOTATION_THROUGHPUT_PROFILE, bounds.low, bounds.high
+    pairs = [part.partition(":") for part in text.split(",")]
+    profile: dict[int, float] = {}
+    for count, colon, rate in pairs:
+        if not colon or not count.strip().isdigit() or int(count) in profile:
+            raise ignored(name, text, "is not distinct count:samples/s pairs, e.g. 1:120,2:230")
+        profile[int(count)] = _number(rate)
+    if not all(math.isfinite(rate) and rate > 0 for rate in profile.values()):
+        raise ignored(name, text, "has a rate that is not a positive number")
+    outside = sorted(n for n in profile if not low <= n <= high)
+    if outside:
+        raise AnnotationError(
+            f"{name} {text!r}: {outside} outside the job's [{low}, {high}]: ignored"
+        )
+    return dict(sorted(profile.items()))
 
 
 def _preemptible(text: str, bounds: Bounds) -> bool:
@@ -180,6 +204,20 @@ class JobAnnotations(BaseModel):
             " `[minReplicas, maxReplicas]` (none: every count)",
         ),
         Reader(_allowed_replicas, value='counts (`"1,2,4,8"`) or `"powers-of-two"`'),
+    ] = None
+    throughput_profile: Annotated[
+        dict[int, float] | None,
+        Field(
+            alias=c.ANNOTATION_THROUGHPUT_PROFILE,
+            description="the job's samples/s at some worker counts, measured beforehand: a"
+            " policy sizes the job by it while it waits (not started yet, or held back; none:"
+            " by its own earlier observations, else by the engine's default prior)",
+        ),
+        Reader(
+            _throughput_profile,
+            value="`count:samples/s` pairs within `[minReplicas, maxReplicas]`"
+            ' (`"1:120,2:230,4:430"`)',
+        ),
     ] = None
     throughput_query: Annotated[
         str | None,

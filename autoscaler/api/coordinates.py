@@ -59,6 +59,9 @@ ANNOTATION_WEIGHT: Final = f"{ENGINE_PREFIX}/weight"  # the job's weight in the 
 ANNOTATION_TOTAL_SAMPLES: Final = f"{ENGINE_PREFIX}/total-samples"
 # The only worker counts the job may run at: "1,2,4,8" or "powers-of-two".
 ANNOTATION_ALLOWED_REPLICAS: Final = f"{ENGINE_PREFIX}/allowed-replicas"
+# The job's samples/s at some worker counts, measured beforehand: "1:120,2:230,4:430". A policy
+# sizes the job by it while it waits (not started yet, or held back).
+ANNOTATION_THROUGHPUT_PROFILE: Final = f"{ENGINE_PREFIX}/throughput-profile"
 # The job's own samples/s as a PromQL template over metrics it already exports, for a script
 # without the training helper: `{namespace}`, `{name}` and `{window}` are filled in (escaped);
 # confined to the job's namespace (autoscaler.engine.throughput_query).

@@ -72,6 +72,7 @@ def managed_job(obj: JSON) -> ManagedJob | None:
         total_samples=found.total_samples,
         allowed_replicas=found.allowed_replicas,
         throughput_query=found.throughput_query,
+        throughput_profile=found.throughput_profile,
         problems=tuple(p.message for p in problems if p.report is Report.WARNING),
         preemptible=found.preemptible,
         suspended=bool((spec.get("runPolicy") or {}).get("suspend")),

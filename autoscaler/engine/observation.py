@@ -27,6 +27,7 @@ from autoscaler.engine.report import count_others
 from autoscaler.engine.settle import hold, observe
 from autoscaler.engine.state import JobState, Step
 from autoscaler.engine.throughput_query import refused_holds, refused_queries
+from autoscaler.engine.waiting import waiting
 from autoscaler.observability.engine_metrics import EngineMetrics
 from autoscaler.policies.contract import Goodput
 
@@ -127,6 +128,9 @@ class Observation:
             self.states[job.key] = state
             if job.held_back:  # no pods, so no reading: only its cooldown holds it
                 holds[job.key] = waiting_hold(job, state, now=now, config=config)
+                continue
+            if waiting(job, state):  # not started: no reading to wait for, no world to restart
+                holds[job.key] = None
                 continue
             holds[job.key] = hold(
                 job,

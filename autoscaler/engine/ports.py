@@ -56,6 +56,8 @@ class ManagedJob:
     total_samples: float | None = None  # the work the job declared; None = not declared
     allowed_replicas: tuple[int, ...] | None = None  # the only counts it may run at; None = all
     throughput_query: str | None = None  # its own samples/s query template; None = the engine's
+    # Its samples/s by worker count as it declared them (its throughput-profile); None = none.
+    throughput_profile: Mapping[int, float] | None = None
     problems: tuple[str, ...] = ()  # annotations ignored because they are invalid, and why
     queue: str = ""  # the Kueue LocalQueue it is labelled for; "" when none
     # Gang scheduling: the job's PodGroup is not placed yet (its pods wait all-or-nothing).

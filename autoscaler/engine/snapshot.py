@@ -8,6 +8,7 @@ from autoscaler.engine.goodput import priced_snapshot
 from autoscaler.engine.ports import JobKey, ManagedJob
 from autoscaler.engine.settle import restarts_left
 from autoscaler.engine.state import JobState, Step
+from autoscaler.engine.waiting import Resources, per_worker_rates, prior_curve, waiting
 from autoscaler.policies.contract import EngineBounds, Goodput, JobSnapshot, Snapshot
 
 
@@ -17,9 +18,13 @@ def job_snapshot(
     *,
     now: datetime,
     restart_seconds: float | None = None,
+    rates: Mapping[Resources, float] | None = None,
 ) -> JobSnapshot:
-    """The job as a policy sees it."""
+    """The job as a policy sees it; a waiting job with its prior curve (`rates`: the default
+    prior's, `per_worker_rates`)."""
     highest, allowed = reachable(job)
+    waits = waiting(job, state)
+    counts = allowed or range(job.min_replicas, highest + 1)
     return JobSnapshot(
         namespace=job.namespace,
         name=job.name,
@@ -44,6 +49,8 @@ def job_snapshot(
         attained_seconds=state.attained_seconds,
         requested_replicas=state.requested,
         allowed_replicas=allowed,
+        waiting=waits,
+        curve=prior_curve(job, state, counts=counts, rates=rates or {}) if waits else None,
     )
 
 
@@ -73,8 +80,10 @@ def snapshot(
 ) -> Snapshot:
     """Every job as a policy sees it; a job in `goodput` with its goodput curve; `bounds`: what
     the engine will enforce on the decisions."""
+    rates = per_worker_rates(jobs, states)
     views = [
-        job_snapshot(job, states[job.key], now=now, restart_seconds=restart_seconds) for job in jobs
+        job_snapshot(job, states[job.key], now=now, restart_seconds=restart_seconds, rates=rates)
+        for job in jobs
     ]
     priced = goodput or {}
     return Snapshot(

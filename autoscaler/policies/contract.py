@@ -56,12 +56,18 @@ class ModelCurve(BaseModel):
 
     model_config = ConfigDict(frozen=True, allow_inf_nan=False)
 
-    source: Literal["goodput"] = Field(
+    source: Literal["goodput", "declared", "prior"] = Field(
         description="where the model comes from: `goodput`, the engine's pricing of a job that"
-        " reports its gradient statistics (goodput in samples at its base batch per second)"
+        " reports its gradient statistics (goodput in samples at its base batch per second);"
+        " `declared`, the samples/s the waiting job declared (its throughput-profile"
+        " annotation); `prior`, the engine's default for a waiting job it has never observed"
+        " (samples/s scaling linearly at the median per-worker rate of the running jobs with"
+        " its resources per worker)"
     )
     values: dict[int, NonNegativeFloat] = Field(
-        default_factory=dict, description="the curve at each worker count the model prices"
+        default_factory=dict,
+        description="the curve at each worker count the model prices (`declared`: only the"
+        " declared counts, a policy fits the others; no exploration bound applies to a model)",
     )
 
 
@@ -134,6 +140,14 @@ class JobSnapshot(BaseModel):
     held_seconds: NonNegativeFloat | None = Field(
         default=None, description="seconds since the engine held the job back (when suspended)"
     )
+    waiting: bool = Field(
+        default=False,
+        description="no worker of the job runs and the policy decides when it starts: it is held"
+        " back (`suspended`), or it is preemptible and has not started yet (no worker ever ran,"
+        " none is placed). `replicas` stays the count it would start at; a policy starts it at"
+        " any count it allows, or leaves it at 0 (held back) when `preemptible`, sizing it by"
+        " `curve` when it has one",
+    )
     goodput: Goodput | None = Field(
         default=None,
         description="set when the job is sized by goodput: `curve` and `remaining_samples` are"
@@ -142,8 +156,9 @@ class JobSnapshot(BaseModel):
     curve: ModelCurve | None = Field(
         default=None,
         description="the job's curve from a model (and where it comes from), in the unit of"
-        " `remaining_samples`: a policy sizes the job by it, not by `throughput`; None = only"
-        " observations, which a policy fits and explores itself",
+        " `remaining_samples`: a policy sizes the job by it, not by `throughput`. A waiting job"
+        " has one from its declared profile, else (no earlier observation of it) the engine's"
+        " prior; None = only observations, which a policy fits and explores itself",
     )
 
     @property

@@ -174,10 +174,11 @@ class GlobalOptimizer:
         Held back, a job is taken to wait `hold_seconds`, the longest the engine's starvation
         bound lets it (valued at one horizon's wait, jobs were held back too readily: `make
         bench-sim`'s queueing rows), then to pay a restart and finish at its smallest count: its
-        remaining time is `hold + restart + E(min)`. A held-back job pays its resume's
-        restart once at every count (not the horizon's share a rescale of a long job is priced
-        at: so priced, long jobs stayed held back until the bound); a running one pays a
-        rescale's at every count but its own."""
+        remaining time is `hold + restart + E(min)`. A waiting job (held back, or not started
+        yet) pays its start's restart once at every count, now or after the hold alike (not the
+        horizon's share a rescale of a long job is priced at: so priced, long jobs stayed held
+        back until the bound); a running one pays a rescale's at every count but its own. A
+        waiting job is valued by its model curve (`curve`) while it has no observations."""
         throughput = np.array([curve.throughput for curve in curves], dtype=np.float64)
         speedup = speedup_over(throughput, throughput[:, :1])
         rows = np.arange(len(jobs))
@@ -191,7 +192,7 @@ class GlobalOptimizer:
             ]
             seconds = seconds_to_finish(_column(samples), throughput)
             stalls = self._stalls(seconds, restarts=restarts)
-            running = np.array([not job.suspended for job in jobs])
+            running = np.array([not (job.suspended or job.waiting) for job in jobs])
             stalls[rows[running], current[running]] = 0.0
             stalls[~running] = _column(restarts)[~running]
             values = objective.utility(seconds + stalls, weight=weights)

@@ -43,8 +43,9 @@ def speedup_over(throughput: Floats, smallest: Floats | float) -> Floats:
 
 
 def job_curve(job: JobSnapshot, *, model: ThroughputModel) -> JobCurve:
-    """The job's model curve where it has one (fresh, every count it prices taken as it is),
-    else the curve `model` fits to its observations, within `model`'s exploration bound."""
+    """The job's model curve where it has one (fresh, every count it prices taken as it is, the
+    others fitted, with no exploration bound), else the curve `model` fits to its observations,
+    within `model`'s exploration bound."""
     points, ages = (
         (job.curve.values, {})
         if job.curve is not None
@@ -56,6 +57,7 @@ def job_curve(job: JobSnapshot, *, model: ThroughputModel) -> JobCurve:
         low=job.min_replicas,
         high=job.max_replicas,
         model=model,
+        explored=job.curve is None,
     )
     return JobCurve(low=job.min_replicas, throughput=values)
 

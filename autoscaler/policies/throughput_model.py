@@ -102,15 +102,16 @@ def curve(
     low: int,
     high: int,
     model: ThroughputModel,
+    explored: bool = True,
 ) -> Floats:
     """T(n) for n in [low, high]; observed counts keep their values, the rest come from the fit.
 
     With a value for every count the observations are used as they are. Counts past the
     exploration bound (largest observed + step, or times factor) get NaN: nobody may size a job
-    there yet.
+    there yet. `explored` False: the points are a model's, which no exploration bound limits.
     """
     usable = tuple(sorted((n, t) for n, t in points.items() if math.isfinite(t) and t > 0))
-    fitted = _curve(usable, tuple(sorted(ages.items())), low, high, model)
+    fitted = _curve(usable, tuple(sorted(ages.items())), low, high, model, explored=explored)
     return np.array(fitted, dtype=np.float64)
 
 
@@ -124,8 +125,12 @@ def _curve(
     low: int,
     high: int,
     model: ThroughputModel,
+    *,
+    explored: bool,
 ) -> tuple[float, ...]:
-    values = _fitted(dict(points), ages=dict(ages), low=low, high=high, model=model)
+    values = _fitted(
+        dict(points), ages=dict(ages), low=low, high=high, model=model, explored=explored
+    )
     return tuple(float(v) for v in values)
 
 
@@ -136,6 +141,7 @@ def _fitted(
     low: int,
     high: int,
     model: ThroughputModel,
+    explored: bool,
 ) -> Floats:
     counts = np.arange(low, high + 1)
     if not usable:
@@ -149,6 +155,8 @@ def _fitted(
     values = np.where(np.isnan(observed), fitted, observed)
     if model.extrapolation == "optimistic":
         values = np.maximum(values, _carried_on(usable, counts.astype(np.float64)))
+    if not explored:
+        return values
     largest = max(usable)
     bound = max(largest + model.exploration_step, largest * model.exploration_factor)
     return np.where(counts <= bound, values, np.nan)

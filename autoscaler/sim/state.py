@@ -19,7 +19,8 @@ Rules (documented once, here):
 - A suspended job (held back by the engine) releases every pod at once and makes no progress.
   Resumed, it waits in the queue again like an arrived job, and its start is a restart: it stalls
   `restart_seconds` (its checkpoint reloaded), exactly as a rescale does. A suspension counts as
-  a rescale.
+  a rescale. A job held back while queued before it ever started only leaves the queue: no
+  rescale, and once resumed its start is as free as any first start (no checkpoint to reload).
 - A job that can never run is rejected at arrival (reported, never silently dropped): its
   minimum needs more GPUs than the cluster has, a pod is larger than a node, or its profile runs
   its batch at zero iterations/s on `min_replicas` workers.
@@ -193,12 +194,14 @@ class SimState:
         self._release(job, keep=0)
         job.phase, job.suspended_at, job.resuming = Phase.SUSPENDED, self.now, False
         job.suspensions += 1
-        self._restarted(job)
+        if job.start is not None:  # a job that never ran has no world to restart
+            self._restarted(job)
 
     def resume(self, job: SimJob, replicas: int) -> None:
         """Queue a held-back job again at `replicas`; a restart once its minimum fits."""
         job.replicas = replicas
-        job.phase, job.suspended_at, job.resuming = Phase.QUEUED, None, True
+        job.phase, job.suspended_at = Phase.QUEUED, None
+        job.resuming = job.start is not None  # a first start reloads no checkpoint
 
     def schedule(self) -> list[SimJob]:
         """Bind what fits: queued minimums first (FIFO), then pending pods. Returns started jobs."""

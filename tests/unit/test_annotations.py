@@ -60,6 +60,33 @@ CASES: list[tuple[str, str, str, Any, tuple[str, Report] | None]] = [
            " nor powers-of-two: ignored")),
     (c.ANNOTATION_ALLOWED_REPLICAS, "2,16", "allowed_replicas", None,
      warns("elastic-autoscaler.io/allowed-replicas '2,16': [16] outside the job's [1, 8]: ignored")),
+    (c.ANNOTATION_THROUGHPUT_PROFILE, "4:430, 1:120,2:230", "throughput_profile",
+     {1: 120.0, 2: 230.0, 4: 430.0}, None),
+    (c.ANNOTATION_THROUGHPUT_PROFILE, "8:1e3", "throughput_profile", {8: 1000.0}, None),
+    (c.ANNOTATION_THROUGHPUT_PROFILE, "1:120,2", "throughput_profile", None,
+     warns("elastic-autoscaler.io/throughput-profile '1:120,2' is not distinct count:samples/s"
+           " pairs, e.g. 1:120,2:230: ignored")),
+    (c.ANNOTATION_THROUGHPUT_PROFILE, "1:120,1:130", "throughput_profile", None,
+     warns("elastic-autoscaler.io/throughput-profile '1:120,1:130' is not distinct"
+           " count:samples/s pairs, e.g. 1:120,2:230: ignored")),
+    (c.ANNOTATION_THROUGHPUT_PROFILE, "x:120", "throughput_profile", None,
+     warns("elastic-autoscaler.io/throughput-profile 'x:120' is not distinct count:samples/s"
+           " pairs, e.g. 1:120,2:230: ignored")),
+    (c.ANNOTATION_THROUGHPUT_PROFILE, "", "throughput_profile", None,
+     warns("elastic-autoscaler.io/throughput-profile '' is not distinct count:samples/s pairs,"
+           " e.g. 1:120,2:230: ignored")),
+    (c.ANNOTATION_THROUGHPUT_PROFILE, "1:0", "throughput_profile", None,
+     warns("elastic-autoscaler.io/throughput-profile '1:0' has a rate that is not a positive"
+           " number: ignored")),
+    (c.ANNOTATION_THROUGHPUT_PROFILE, "2:inf", "throughput_profile", None,
+     warns("elastic-autoscaler.io/throughput-profile '2:inf' has a rate that is not a positive"
+           " number: ignored")),
+    (c.ANNOTATION_THROUGHPUT_PROFILE, "2:fast", "throughput_profile", None,
+     warns("elastic-autoscaler.io/throughput-profile '2:fast' has a rate that is not a positive"
+           " number: ignored")),
+    (c.ANNOTATION_THROUGHPUT_PROFILE, "0:5,16:90", "throughput_profile", None,
+     warns("elastic-autoscaler.io/throughput-profile '0:5,16:90': [0, 16] outside the job's"
+           " [1, 8]: ignored")),
     (c.ANNOTATION_THROUGHPUT_QUERY, "vector(1)", "throughput_query", "vector(1)", None),
     (c.ANNOTATION_THROUGHPUT_QUERY, "   ", "throughput_query", "   ", None),
     (c.ANNOTATION_PREEMPTIBLE, "true", "preemptible", True, None),
@@ -94,6 +121,7 @@ def test_absent_annotations_are_the_defaults() -> None:
         "weight": 1.0,
         "total_samples": None,
         "allowed_replicas": None,
+        "throughput_profile": None,
         "throughput_query": None,
         "preemptible": False,
         "held_since": None,
@@ -134,6 +162,7 @@ def test_every_annotation_is_declared_with_its_key_meaning_and_reader() -> None:
         c.ANNOTATION_WEIGHT,
         c.ANNOTATION_TOTAL_SAMPLES,
         c.ANNOTATION_ALLOWED_REPLICAS,
+        c.ANNOTATION_THROUGHPUT_PROFILE,
         c.ANNOTATION_THROUGHPUT_QUERY,
         c.ANNOTATION_PREEMPTIBLE,
         c.ANNOTATION_HELD_SINCE,
@@ -170,3 +199,16 @@ def test_a_job_warns_of_its_annotations_and_logs_the_rest(caplog: pytest.LogCapt
 def test_the_opt_out_annotation_makes_the_job_its_users() -> None:
     job = pytorchjob({c.ANNOTATION_OPT_OUT: "TRUE"})
     assert job.owner is Owner.OPTED_OUT
+
+
+def test_a_declared_profile_reaches_the_engines_view_and_a_bad_one_warns() -> None:
+    assert pytorchjob({c.ANNOTATION_THROUGHPUT_PROFILE: "1:120,2:230"}).throughput_profile == {
+        1: 120.0,
+        2: 230.0,
+    }
+    job = pytorchjob({c.ANNOTATION_THROUGHPUT_PROFILE: "1:fast"})
+    assert job.throughput_profile is None
+    assert job.problems == (
+        "elastic-autoscaler.io/throughput-profile '1:fast' has a rate that is not a positive"
+        " number: ignored",
+    )
