@@ -19,7 +19,8 @@ With goodput (Pollux's workloads at a load, `pollux-style` beside the default as
         --variant 'p-1={"objective":{"exponent":-1}}'
 
 Prints each variant's mean and p95 JCT and GPU utilisation per workload, and the mean JCT summed
-over the workloads; every job declares its work unless `--declared-work none`.
+over the workloads; every job declares its work unless `--declared-work none`; with
+`--preemptible` every job may be held back, so the policy starts waiting jobs.
 """
 
 import argparse
@@ -48,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"NAME=JSON: {OURS} with this config (repeatable)")  # fmt: skip
     parser.add_argument("--noise", type=float, default=0.0)
     parser.add_argument("--declared-work", choices=["all", "none"], default="all")
+    parser.add_argument("--preemptible", action="store_true",
+                        help="every job preemptible: the policy starts waiting jobs")  # fmt: skip
     parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--goodput", choices=sorted(GOODPUT_LOADS), metavar="LOAD",
                         help="Pollux's workloads with goodput at LOAD")  # fmt: skip
@@ -58,7 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     totals = dict.fromkeys([*reference, OURS, *(v.name for v in args.variant)], 0.0)
     for label, jobs, profiles, settings in _chosen(names, goodput_load=args.goodput):
         config = dataclasses.replace(
-            settings, noise=args.noise, declared_work=args.declared_work == "all"
+            settings,
+            noise=args.noise,
+            declared_work=args.declared_work == "all",
+            preemptible=args.preemptible,
         )
         bar = ProgressBar(sys.stderr, title=label)
         try:
