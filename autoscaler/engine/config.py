@@ -10,6 +10,8 @@ from autoscaler.api.errors import yaml_problem
 from autoscaler.policies.registry import DEFAULT_POLICY
 from autoscaler.torchrun import RESCALE_STALL_SECONDS
 
+WaitingPrior = Literal["none", "running-median"]
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -126,6 +128,13 @@ class EngineConfig(Strict):
     restart_seconds: NonNegativeFloat = Field(
         default=RESCALE_STALL_SECONDS,
         description="stall of one rescale (the measured median with the operator's rdzv settings)",
+    )
+    waiting_prior: WaitingPrior = Field(
+        default="none",
+        description="the curve of a waiting job that declared none and was never observed:"
+        " `none` (it starts at its count, as a job the policy knows nothing of) or"
+        " `running-median` (linear at the median samples/s per worker of the running jobs of its"
+        " hardware; `make bench-sim`'s admission rows measure it)",
     )
     decision_log: Path | None = Field(default=None, description="JSON lines, one per job and round")
     write_concurrency: PositiveInt = Field(

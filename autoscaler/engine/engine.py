@@ -127,6 +127,7 @@ class Engine:
             restart_seconds=self.config.restart_seconds,
             goodput=self._priced,
             bounds=self._bounds,
+            prior=self.config.waiting_prior,
         )
         # Fitted once, for the objective and the predictions, on a writer thread while the
         # policy decides: the writers are idle until the round's first write, and the main

@@ -3,7 +3,7 @@
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from autoscaler.engine.config import SettleConfig
+from autoscaler.engine.config import SettleConfig, WaitingPrior
 from autoscaler.engine.goodput import priced_snapshot
 from autoscaler.engine.ports import JobKey, ManagedJob
 from autoscaler.engine.settle import restarts_left
@@ -77,10 +77,12 @@ def snapshot(
     restart_seconds: float,
     goodput: Mapping[JobKey, Goodput] | None = None,
     bounds: EngineBounds | None = None,
+    prior: WaitingPrior = "none",
 ) -> Snapshot:
     """Every job as a policy sees it; a job in `goodput` with its goodput curve; `bounds`: what
-    the engine will enforce on the decisions."""
-    rates = per_worker_rates(jobs, states)
+    the engine will enforce on the decisions; `prior`: the curve of a waiting job that has none
+    (`EngineConfig.waiting_prior`)."""
+    rates = per_worker_rates(jobs, states) if prior == "running-median" else {}
     views = [
         job_snapshot(job, states[job.key], now=now, restart_seconds=restart_seconds, rates=rates)
         for job in jobs

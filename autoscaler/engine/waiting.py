@@ -8,8 +8,9 @@ one. A job that is not preemptible starts as it always did: at its count, once i
 
 A waiting job's curve, in this order: the samples/s it declared (its throughput-profile
 annotation); else its own earlier observations (the snapshot's `throughput`, which the policy
-fits and explores as it does a running job's: no model curve); else the engine's default prior;
-else none (the policy keeps it at its count, as it keeps any job it knows nothing of).
+fits and explores as it does a running job's: no model curve); else the engine's
+`waiting_prior` (none by default); else none (the policy keeps it at its count, as it keeps any
+job it knows nothing of).
 """
 
 import statistics

@@ -60,9 +60,9 @@ class ModelCurve(BaseModel):
         description="where the model comes from: `goodput`, the engine's pricing of a job that"
         " reports its gradient statistics (goodput in samples at its base batch per second);"
         " `declared`, the samples/s the waiting job declared (its throughput-profile"
-        " annotation); `prior`, the engine's default for a waiting job it has never observed"
-        " (samples/s scaling linearly at the median per-worker rate of the running jobs with"
-        " its resources per worker)"
+        " annotation); `prior`, the engine's `waiting_prior` for a waiting job it never"
+        " observed (samples/s scaling linearly at the median per-worker rate of the running"
+        " jobs with its resources per worker)"
     )
     values: dict[int, NonNegativeFloat] = Field(
         default_factory=dict,

@@ -30,6 +30,7 @@ def engine_config(sim: SimConfig, *, policy: str, config: Mapping[str, Any]) -> 
     return EngineConfig(
         interval_seconds=sim.interval_seconds,
         restart_seconds=sim.restart_seconds,
+        waiting_prior=sim.waiting_prior,
         policy=PolicySelection(name=policy, config=dict(config)),
         settle=SettleConfig(
             settle_seconds=measured,

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from autoscaler.engine.config import WaitingPrior
 from autoscaler.fault_tolerance import RESIZE_PAUSE_SECONDS
 from autoscaler.sim.cluster import SimCluster, SimThroughput
 from autoscaler.sim.errors import SimInputError
@@ -46,6 +47,7 @@ class SimConfig:
     torchft: bool = False  # every job in torchft mode (else those the workload marks)
     torchft_pause_seconds: float = RESIZE_PAUSE_SECONDS  # a torchft job's stall per resize
     preemptible: bool = False  # every job lets the engine hold it back (queueing on)
+    waiting_prior: WaitingPrior = "none"  # the engine's curve of a waiting job it never observed
     # A Pollux workload progresses by statistical efficiency (`autoscaler.sim.goodput`).
     goodput: bool = False
     seed: int = 0

@@ -120,13 +120,18 @@ def test_the_default_rate_is_the_median_per_worker_rate_of_running_jobs_by_hardw
     states = {job.key: state for job, state in jobs.values()}
     rates = per_worker_rates([job for job, _ in jobs.values()], states)
     assert rates == {((GPU, 1.0),): 80.0, ((GPU, 8.0),): 9.0}  # median of 50, 70, 90, 150
+    listed = [job for job, _ in jobs.values()]
     view = snapshot(
-        [job for job, _ in jobs.values()], states, capacity={GPU: 16.0}, now=NOW,
-        restart_seconds=15.0,
+        listed, states, capacity={GPU: 16.0}, now=NOW, restart_seconds=15.0,
+        prior="running-median",
     )  # fmt: skip
     (pending,) = [j for j in view.jobs if j.name == "pending"]
     assert pending.waiting
     assert pending.curve == ModelCurve(source="prior", values={n: 80.0 * n for n in range(1, 9)})
+    # The engine's default: no prior, so the job starts at its count as today.
+    plain = snapshot(listed, states, capacity={GPU: 16.0}, now=NOW, restart_seconds=15.0)
+    (pending,) = [j for j in plain.jobs if j.name == "pending"]
+    assert pending.waiting and pending.curve is None
 
 
 def test_a_model_curve_has_no_exploration_bound_observations_keep_theirs() -> None:
