@@ -9,7 +9,7 @@ import yaml
 
 from autoscaler.api import coordinates as c
 from autoscaler.api.models import JSON, PyTorchJob
-from autoscaler.controller import rendezvous, torchft
+from autoscaler.controller import placement, rendezvous, torchft
 from autoscaler.controller.env import pytorch_container, torchrun_env, with_env
 from autoscaler.controller.gang import GangScheduler, decorate_pod, desired_podgroup
 from autoscaler.controller.naming import (
@@ -134,6 +134,8 @@ def desired_pod(
         )
         for container in pod_spec["containers"]
     ]
+    if placement.wants_packing(job, replica_type=replica_type):
+        pod_spec["affinity"] = placement.packed_with_workers(job, own=pod_spec.get("affinity"))
     restart = spec.restart_policy or c.DEFAULT_RESTART_POLICY
     pod_spec["restartPolicy"] = POD_RESTART_POLICY.get(restart, restart)
     if job.master is not None and replica_type == c.WORKER:

@@ -5,6 +5,7 @@ from collections.abc import Callable
 from typing import Any
 
 JSON = dict[str, Any]
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
 def wrong_rendezvous(objects: list[JSON]) -> list[JSON]:
@@ -16,6 +17,21 @@ def missing_service(objects: list[JSON]) -> list[JSON]:
     """The first Service left out."""
     first = next(i for i, o in enumerate(objects) if o["kind"] == "Service")
     return objects[:first] + objects[first + 1 :]
+
+
+def required_packing(objects: list[JSON]) -> list[JSON]:
+    """Every pod's preferred pod affinity made required: workers that wait for each other's node."""
+    return [_required(o) for o in objects]
+
+
+def _required(obj: JSON) -> JSON:
+    affinity = (obj.get("spec") or {}).get("affinity") or {}
+    preferred = (affinity.get("podAffinity") or {}).get(PREFERRED)
+    if obj["kind"] != "Pod" or not preferred:
+        return obj
+    terms = [term["podAffinityTerm"] for term in preferred]
+    pod_affinity = {"requiredDuringSchedulingIgnoredDuringExecution": terms}
+    return {**obj, "spec": {**obj["spec"], "affinity": {**affinity, "podAffinity": pod_affinity}}}
 
 
 def _with_env(obj: JSON, name: str, value: str) -> JSON:
@@ -52,4 +68,8 @@ def _renamed_reason(reading: JSON) -> JSON:
     return {**reading, "status": {**status, "conditions": conditions}}
 
 
-BREAKAGES: tuple[Callable[[list[JSON]], list[JSON]], ...] = (wrong_rendezvous, missing_service)
+BREAKAGES: tuple[Callable[[list[JSON]], list[JSON]], ...] = (
+    wrong_rendezvous,
+    missing_service,
+    required_packing,
+)

@@ -66,6 +66,31 @@ def messages(*patterns: str) -> Value:
     )
 
 
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def packing_of(job: str) -> dict[str, Any]:
+    """The affinity this operator gives each worker of elastic job `job`: one preferred term,
+    weight 100, for a node running the job's own workers."""
+    workers = {
+        "training.kubeflow.org/operator-name": "pytorchjob-controller",
+        "training.kubeflow.org/job-name": job,
+        "training.kubeflow.org/replica-type": "worker",
+    }
+    term = {"labelSelector": {"matchLabels": workers}, "topologyKey": "kubernetes.io/hostname"}
+    return {"podAffinity": {PREFERRED: [{"weight": 100, "podAffinityTerm": term}]}}
+
+
+def packing(found: Any) -> bool:
+    """Exactly `packing_of` a job, for any job name."""
+    try:
+        term = found["podAffinity"][PREFERRED][0]["podAffinityTerm"]
+        job = term["labelSelector"]["matchLabels"]["training.kubeflow.org/job-name"]
+    except (KeyError, IndexError, TypeError):
+        return False
+    return re.fullmatch(JOB, str(job)) is not None and found == packing_of(job)
+
+
 JOB = r"[a-z0-9-]+"
 ANY_CASE = r".+"  # a case name may hold a slash ("... through /scale")
 POD_ENV = rf"objects [^:]+: Pod/{JOB}-worker-\d+\.spec\.containers\[pytorch\]\.env"
@@ -76,6 +101,12 @@ STATUS_RESTARTS = r"PyTorchJob [a-z0-9-]+ is restarting because 1 Worker replica
 FAILED_WORKER = r"worker failed, (OnFailure|Never|ExitCode retryable|ExitCode permanent)"
 
 DOCUMENTED: tuple[Known, ...] = (
+    Known(
+        rf"objects [^:]+: Pod/{JOB}-worker-\d+\.spec\.affinity",
+        packing,
+        absent,
+        "get a preferred pod affinity to the job's own workers",
+    ),
     Known(
         rf"{POD_ENV}\[TORCH_DISABLE_SHARE_RDZV_TCP_STORE\]",
         env_var("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", equal("1")),

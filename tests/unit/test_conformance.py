@@ -18,7 +18,7 @@ from tests.support.conformance import (
     observed_differences,
 )
 from tests.support.controlplane import REPO_ROOT
-from tests.support.documented import DOCUMENTED, undocumented
+from tests.support.documented import DOCUMENTED, packing_of, undocumented
 
 JSON = dict[str, Any]
 
@@ -161,6 +161,10 @@ def test_an_object_on_one_side_only_is_a_difference_either_way() -> None:
 
 RDZV = "last_call_timeout=3,keep_alive_interval=2,keep_alive_max_attempt=3"
 WHERE = "objects c: Pod/j-worker-0.spec.containers[pytorch].env[PET_RDZV_CONF]"
+AFFINITY = "objects c: Pod/j-worker-1.spec.affinity"
+PACKED = packing_of("j")
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+TERM = PACKED["podAffinity"][PREFERRED][0]
 
 
 @pytest.mark.parametrize(
@@ -172,6 +176,26 @@ WHERE = "objects c: Pod/j-worker-0.spec.containers[pytorch].env[PET_RDZV_CONF]"
         ((WHERE, {"name": "PET_RDZV_CONF", "value": RDZV}, {"name": "PET_RDZV_CONF"}), False),
         ((WHERE, None, {"name": "PET_RDZV_CONF", "value": RDZV}), False),  # the other direction
         ((WHERE.replace("worker-0", "worker-0.x"), {"value": RDZV}, None), False),
+        # the workers' packing affinity, exactly, where upstream has none
+        ((AFFINITY, PACKED, None), True),
+        ((AFFINITY, PACKED, {}), False),
+        ((AFFINITY, {"podAffinity": {PREFERRED: [{**TERM, "weight": 50}]}}, None), False),
+        ((AFFINITY, {"podAffinity": {PREFERRED: [TERM, TERM]}}, None), False),
+        (
+            (
+                AFFINITY,
+                {
+                    "podAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [TERM["podAffinityTerm"]]
+                    }
+                },
+                None,
+            ),
+            False,
+        ),
+        ((AFFINITY, {**PACKED, "nodeAffinity": {}}, None), False),
+        ((AFFINITY, packing_of("J_"), None), False),
+        ((AFFINITY.replace("worker-1", "master-0"), PACKED, None), False),
         # upstream's status-update Warning beside its restart one, only where a worker restarts
         (
             (
