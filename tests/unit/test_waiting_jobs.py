@@ -131,7 +131,8 @@ def test_the_default_rate_is_the_median_per_worker_rate_of_running_jobs_by_hardw
     # The engine's default: no prior, so the job starts at its count as today.
     plain = snapshot(listed, states, capacity={GPU: 16.0}, now=NOW, restart_seconds=15.0)
     (pending,) = [j for j in plain.jobs if j.name == "pending"]
-    assert pending.waiting and pending.curve is None
+    assert pending.waiting
+    assert pending.curve is None
 
 
 def test_a_model_curve_has_no_exploration_bound_observations_keep_theirs() -> None:
