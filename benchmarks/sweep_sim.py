@@ -51,6 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--declared-work", choices=["all", "none"], default="all")
     parser.add_argument("--preemptible", action="store_true",
                         help="every job preemptible: the policy starts waiting jobs")  # fmt: skip
+    parser.add_argument("--declared-profiles", action="store_true",
+                        help="every job declares its samples/s by count")  # fmt: skip
     parser.add_argument("--waiting-prior", choices=["none", "running-median"], default="none",
                         help="the engine's waiting_prior")  # fmt: skip
     parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1)
@@ -68,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             declared_work=args.declared_work == "all",
             preemptible=args.preemptible,
             waiting_prior=args.waiting_prior,
+            declared_profiles=args.declared_profiles,
         )
         bar = ProgressBar(sys.stderr, title=label)
         try:

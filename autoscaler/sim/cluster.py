@@ -44,6 +44,14 @@ class SimEvent:
     source: str = "engine"  # "engine" (written through Cluster.event) or "simulator"
 
 
+def declared_profile(job: SimJob) -> dict[int, float]:
+    """The samples/s a job's own profiling run would declare: its rates now, at every count it
+    may run at (with goodput, in samples at its base batch)."""
+    spec = job.spec
+    counts = range(spec.min_replicas, spec.max_replicas + 1)
+    return {n: job.rates[n] * spec.batch_size for n in counts if job.rates[n] > 0}
+
+
 class SimCluster:
     """The simulated cluster as the engine sees it (implements `ports.Cluster`)."""
 
@@ -55,11 +63,13 @@ class SimCluster:
         origin: datetime,
         declared_work: bool = True,
         preemptible: bool = False,
+        declared_profiles: bool = False,
     ) -> None:
         self._state = state
         self.namespace = namespace
         self.declared_work = declared_work
         self.preemptible = preemptible
+        self.declared_profiles = declared_profiles
         self.origin = origin
         self.events: list[SimEvent] = []
         self.writes = 0  # successful /scale writes
@@ -92,6 +102,7 @@ class SimCluster:
             preemptible=self.preemptible or spec.preemptible,
             suspended=job.phase is Phase.SUSPENDED,
             held_since=None if job.suspended_at is None else self.at(job.suspended_at),
+            throughput_profile=declared_profile(job) if self.declared_profiles else None,
         )
 
     def capacity(self) -> Mapping[str, float]:

@@ -48,6 +48,7 @@ class SimConfig:
     torchft_pause_seconds: float = RESIZE_PAUSE_SECONDS  # a torchft job's stall per resize
     preemptible: bool = False  # every job lets the engine hold it back (queueing on)
     waiting_prior: WaitingPrior = "none"  # the engine's curve of a waiting job it never observed
+    declared_profiles: bool = False  # every job declares its samples/s by count (as profiled)
     # A Pollux workload progresses by statistical efficiency (`autoscaler.sim.goodput`).
     goodput: bool = False
     seed: int = 0
@@ -98,6 +99,7 @@ class Simulation:
             origin=self.config.origin,
             declared_work=self.config.declared_work,
             preemptible=self.config.preemptible,
+            declared_profiles=self.config.declared_profiles,
         )
         self.throughput = SimThroughput(
             self.state,

@@ -249,3 +249,20 @@ def test_noise_is_reproducible_and_relative() -> None:
     assert first == again
     assert first != other
     assert all(value is not None and 20.0 < value < 60.0 for value in first)
+
+
+@pytest.mark.parametrize(
+    ("declared", "expected"),
+    [
+        (False, None),
+        # samples/s = 10 x GPUs at batch 10; counts from the job's minimum to its maximum
+        (True, {n: 10.0 * n for n in range(2, 7)}),
+    ],
+)
+def test_a_job_declares_its_profile_when_the_simulation_says_so(
+    declared: bool, expected: dict[int, float] | None
+) -> None:
+    sim = simulation([job("a", low=2, high=6)], declared_profiles=declared)  # type: ignore[arg-type]
+    listed: list[ManagedJob] = []
+    sim.run(decide_round=lambda now: listed.extend(sim.cluster.jobs()))
+    assert listed[0].throughput_profile == expected
