@@ -80,8 +80,9 @@ bench-optimizer: $(STAMP) ## benchmark the allocation solver against scipy's MIL
 bench-goodput: training-env ## the gradient-noise measurement's cost on the e2e example's steps (ratio, target <= 1.03)
 	PYTHONPATH=. OMP_NUM_THREADS=1 "$$(testenv/torch.sh | tail -1)/bin/python" -m benchmarks.bench_goodput
 
-bench-sim: $(STAMP) ## the policies end to end on Pollux's and ITP traces, against the targets
-	$(BIN)/python -m benchmarks.bench_sim
+bench-sim: $(STAMP) ## the policies end to end on Pollux's and ITP traces, then admission, against the targets
+	$(BIN)/python -m benchmarks.bench_sim; lineup=$$?; \
+	  $(BIN)/python -m benchmarks.bench_admission && exit $$lineup
 
 lint: $(STAMP) ## ruff, mypy and the import contracts
 	$(BIN)/ruff check .
