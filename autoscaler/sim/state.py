@@ -84,6 +84,12 @@ class SimJob:
         return max(0.0, self.spec.iterations - self.done)
 
 
+def is_spread(pods: Sequence[int], *, gpus_per_replica: int, gpus_per_node: int) -> bool:
+    """Pods (their node indices) on more nodes than their GPUs fill: the rates assume fewest."""
+    needed = -(-len(pods) * gpus_per_replica // gpus_per_node)
+    return len(set(pods)) > needed
+
+
 def rate_table(job: WorkloadJob, profile: Profile) -> tuple[float, ...]:
     return tuple(
         profile.throughput(job.batch_size, count, job.gpus_per_replica)
