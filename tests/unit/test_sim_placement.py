@@ -5,6 +5,8 @@ from datetime import datetime
 
 import pytest
 
+from autoscaler.controller import placement as operator
+from autoscaler.sim.placement import TERM_WEIGHT, least_allocated, normalised, pick_node, scores
 from autoscaler.sim.profiles import Profile, ProfileRow
 from autoscaler.sim.results import RunResult
 from autoscaler.sim.simulation import SimConfig, Simulation
@@ -69,5 +71,72 @@ def test_a_job_split_by_the_others_counts_as_spread() -> None:
     # a and b fill 3 GPUs of each node; c's 2 pods can only go one on each
     sim, result = run([job("a", asked=3), job("b", asked=3), job("c", asked=2)])
     assert result.job_rounds == 3 * sim.rounds
-    assert result.spread_rounds >= sim.rounds  # c, in every round
+    assert result.spread_rounds == sim.rounds  # a and b packed, c spread in every round
     assert result.spread_share == pytest.approx(result.spread_rounds / result.job_rounds)
+    placed = {job.spec.name: sorted(job.pods) for job in sim.state.jobs}
+    assert placed == {"a": [0, 0, 0], "b": [1, 1, 1], "c": [0, 1]}
+
+
+def test_a_gang_that_does_not_fit_whole_binds_nothing() -> None:
+    big = WorkloadJob("big", 0.0, "linear", 10, 10**6, 3, 8, 3, gpus_per_replica=3)
+    sim, result = run([job("a", asked=2), big])  # a's 2 GPUs leave room for one 3-GPU pod only
+    assert {job.spec.name: job.pods for job in sim.state.jobs} == {"a": [0, 0], "big": []}
+    assert result.spread_rounds == 0
+
+
+def test_the_packing_term_weighs_what_the_operator_writes() -> None:
+    assert TERM_WEIGHT == operator.WEIGHT
+
+
+@pytest.mark.parametrize(
+    ("free", "capacity", "size", "score"),
+    [(4, 4, 1, 75), (1, 4, 1, 0), (8, 8, 3, 62), (3, 4, 4, 0), (0, 0, 1, 0), (2, 3, 1, 33)],
+)
+def test_least_allocated_scores_the_free_share_after_placing(
+    free: int, capacity: int, size: int, score: int
+) -> None:
+    assert least_allocated(free, capacity, size) == score
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ([], []),
+        ([0, 0, 0], [0, 0, 0]),  # no worker anywhere: no preference
+        ([300, 300], [0, 0]),  # the same on every feasible node
+        ([0, 100, 200], [0, 50, 100]),
+        ([100, 200, 400], [0, 33, 100]),  # from the minimum, truncated
+    ],
+)
+def test_affinity_is_min_max_normalised_over_the_feasible_nodes(
+    raw: list[int], expected: list[int]
+) -> None:
+    assert normalised(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("free", "own", "size", "expected", "node"),
+    [
+        # no worker yet: the emptiest node (least allocated); a tie to the lowest index
+        ([4, 4], [0, 0], 1, [75, 75], 0),
+        ([2, 4], [0, 0], 1, [25, 75], 1),
+        # a worker on node 0: affinity 2 x 100 beats any spread of least allocated
+        ([2, 4], [1, 0], 1, [225, 75], 0),
+        ([1, 4], [2, 0], 1, [200, 75], 0),
+        # its node full: the others only, the affinity normalised over them
+        ([0, 3, 4], [3, 0, 0], 1, [None, 50, 75], 2),
+        ([0, 1, 4], [3, 1, 0], 1, [None, 200, 75], 1),
+        # more workers draw more: 2 on node 1 against 1 on node 0
+        ([2, 1, 4], [1, 2, 0], 1, [25 + 100, 200, 75], 1),
+        # no room for the pod anywhere
+        ([1, 2], [0, 0], 3, [None, None], None),
+        # a 2-GPU pod on 4-GPU nodes
+        ([2, 4, 3], [1, 0, 0], 2, [200, 50, 25], 0),
+    ],
+)
+def test_the_default_profile_scores_each_node(
+    free: list[int], own: list[int], size: int, expected: list[int | None], node: int | None
+) -> None:
+    capacity = [4] * len(free)
+    assert scores(free, capacity, own, size) == expected
+    assert pick_node(free, capacity, own, size) == node
