@@ -4,8 +4,9 @@ Rules (documented once, here):
 - Capacity is `nodes x gpus_per_node` GPUs. A worker pod needs `gpus_per_replica` GPUs on one
   node and goes where kube-scheduler's default profile would put it with the operator's packing
   affinity (`autoscaler.sim.placement`): among the nodes with room, towards the job's own workers,
-  else the emptiest. Throughput does not depend on placement: the rates assume packed workers,
-  and the run's spread share says how often they were not.
+  else the emptiest. With 1-GPU pods whether a pod binds depends on the total only. Throughput
+  does not depend on placement: the rates assume packed workers, and the run's spread share says
+  how often they were not.
 - A job's pods are bound as a gang for its minimum: an arrived job waits in a FIFO queue until
   `min_replicas` pods fit at once; the queue is scanned in arrival order and a later job whose
   minimum fits starts even if an earlier one still waits (Kubernetes binds any pod that fits).
