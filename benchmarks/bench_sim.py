@@ -28,7 +28,8 @@ Per load it prints `pollux-style / optimus` and `pollux-style / tiresias` (mean 
 workloads) beside the ratios of Pollux's artifact, a target within 0.10 of them; on the evaluation
 workloads (all but workloads 1-4 at load 1.0, on which the default was tuned) the default's mean
 JCT must be at most 0.90x pollux-style's and its p95 no worse. On every workload the LP bound
-must be at most every policy's mean JCT.
+must be at most every policy's mean JCT, and every policy's run at most 10% of its job-rounds
+spread over more nodes than their GPUs fill (the step times assume packed workers).
 
 Then the default runs once more with every job preemptible (`elastic-autoscaler.io/preemptible:
 "true"`, the simulator's `preemptible`): queueing on, the policy may hold jobs back.
@@ -92,6 +93,7 @@ def _figures(comparison: Comparison, policy: str) -> dict[str, float]:
         "makespan": result.makespan,
         "gpu_utilization": result.gpu_utilisation,
         "rescales": float(result.rescales),
+        "spread_share": result.spread_share or 0.0,
         "suspensions": float(result.suspensions),
         "mean_solve": run.mean_solve_seconds or 0.0,
     }
@@ -280,6 +282,7 @@ PAPER_RATIOS = {"0.5": (0.64, 0.73), "1.0": (0.48, 0.68), "1.5": (0.51, 0.60), "
 RATIO_TOLERANCE = 0.10
 GOODPUT_MEAN_VS_POLLUX = 0.90
 GOODPUT_P95_VS_POLLUX = 1.0
+SPREAD_SHARE = 0.10  # of job-rounds on more nodes than needed: the step times assume packing
 
 
 def goodput_comparison(workload: str, load: str, *, workers: int) -> Comparison:
@@ -307,6 +310,15 @@ def bound_checks(comparison: Comparison) -> list[Check]:
     ]  # fmt: skip
 
 
+def spread_checks(comparison: Comparison, where: str) -> list[Check]:
+    """Each policy's run at most `SPREAD_SHARE` of its job-rounds spread over extra nodes."""
+    return [
+        Check(f"goodput: spread share <= {SPREAD_SHARE:.0%}", f"{where}, {policy}",
+              run.result.spread_share or 0.0, SPREAD_SHARE)
+        for policy, run in comparison.runs.items()
+    ]  # fmt: skip
+
+
 def goodput_report(
     workloads_chosen: Sequence[str], loads: Sequence[str], *, workers: int
 ) -> list[Check]:
@@ -322,7 +334,7 @@ def goodput_report(
             print(aligned([COLUMNS, *rows(comparison)[: len(comparison.runs)],
                            *bound_rows(comparison)]))  # fmt: skip
             print()
-            found = bound_checks(comparison)
+            found = bound_checks(comparison) + spread_checks(comparison, f"{workload} load {load}")
             for policy, run in comparison.runs.items():
                 means.setdefault(load, {}).setdefault(policy, []).append(
                     run.result.mean_jct or float("nan")

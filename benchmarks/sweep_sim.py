@@ -18,8 +18,8 @@ With goodput (Pollux's workloads at a load, `pollux-style` beside the default as
         --variant 'p-0.5={"objective":{"exponent":-0.5}}' \
         --variant 'p-1={"objective":{"exponent":-1}}'
 
-Prints each variant's mean and p95 JCT and GPU utilisation per workload, and the mean JCT summed
-over the workloads; every job declares its work unless `--declared-work none`; with
+Prints each variant's mean and p95 JCT, GPU utilisation and spread share per workload, and the
+mean JCT summed over the workloads; every job declares its work unless `--declared-work none`; with
 `--preemptible` every job may be held back, so the policy starts waiting jobs.
 """
 
@@ -34,6 +34,7 @@ from typing import Any
 from autoscaler.sim import SimConfig, compare
 from autoscaler.sim.lineup import PolicyChoice
 from autoscaler.sim.progress import ProgressBar
+from autoscaler.sim.report import share
 from benchmarks.bench_sim import GOODPUT_LOADS, OURS, POLLUX, POLLUX_CLUSTER, workloads
 
 
@@ -88,8 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, run in comparison.runs.items():
             mean, p95 = run.result.mean_jct or 0.0, run.result.p95_jct or 0.0
             totals[name] += mean
-            busy = run.result.gpu_utilisation
-            cells.append(f"{name}: mean {mean:,.0f} s, p95 {p95:,.0f} s, GPUs busy {busy:.0%}")
+            busy, spread = run.result.gpu_utilisation, share(run.result.spread_share)
+            cells.append(f"{name}: mean {mean:,.0f} s, p95 {p95:,.0f} s, GPUs busy {busy:.0%},"
+                         f" spread {spread}")  # fmt: skip
         print(f"{label}: " + " | ".join(cells), flush=True)
     print("mean JCT summed: " + ", ".join(f"{n} {t:,.0f} s" for n, t in totals.items()))
     return 0

@@ -7,7 +7,8 @@ from autoscaler.sim.results import JobResult
 
 QUEUED = "(preemptible jobs)"  # the rows of a run with every job preemptible
 COLUMNS = (
-    "policy", "model", "mean JCT", "p95 JCT", "makespan", "GPU util", "rescales", "mean solve"
+    "policy", "model", "mean JCT", "p95 JCT", "makespan", "GPU util", "spread", "rescales",
+    "mean solve",
 )  # fmt: skip
 
 
@@ -20,6 +21,7 @@ def summary(run: PolicyRun) -> dict[str, object]:
         "p95_jct_seconds": result.p95_jct,
         "makespan_seconds": result.makespan,
         "gpu_utilization": result.gpu_utilisation,
+        "spread_share": result.spread_share,
         "rescales": result.rescales,
         "mean_solve_seconds": run.mean_solve_seconds,
     }
@@ -104,6 +106,10 @@ def _with_ratio(value: float | None, ratio: float | None) -> str:
     return seconds(value) + ("" if ratio is None else f" ({ratio:.2f}x)")
 
 
+def share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
 def _solve(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:.1f} ms"
 
@@ -121,6 +127,7 @@ def rows(comparison: Outcome) -> list[tuple[str, ...]]:
                 _with_ratio(result.p95_jct, ratios["p95_jct"]),
                 _with_ratio(result.makespan, ratios["makespan"]),
                 f"{result.gpu_utilisation:.0%}",
+                share(result.spread_share),
                 str(result.rescales),
                 _solve(run.mean_solve_seconds),
             )
@@ -134,8 +141,8 @@ def bound_rows(comparison: Outcome) -> list[tuple[str, ...]]:
     bound, relaxed = comparison.lower_bound, comparison.lp_bound
     alone = (seconds(bound.mean_jct), seconds(bound.p95_jct), seconds(bound.makespan))
     lp = f"LP bound ({relaxed.slot_seconds:.0f} s slots)"
-    return [(lp, "", seconds(relaxed.mean_jct), "", "", "", "", ""),
-            ("each job alone", "", *alone, "", "", "")]  # fmt: skip
+    return [(lp, "", seconds(relaxed.mean_jct), "", "", "", "", "", ""),
+            ("each job alone", "", *alone, "", "", "", "")]  # fmt: skip
 
 
 def aligned(cells: list[tuple[str, ...]]) -> str:
@@ -158,7 +165,8 @@ def table(comparison: Outcome, *, queued: Outcome | None = None) -> str:
         f"{len(comparison.workload)} jobs on {config.gpus} GPUs ({nodes} nodes of up to"
         f" {config.gpus_per_node}); a rescale stalls {config.restart_seconds:g} s; a decision"
         f" every {config.interval_seconds:g} s; {_declared(config.declared_work)}."
-        " (x) = mean JCT over the LP bound, p95 and makespan over each job alone.",
+        " (x) = mean JCT over the LP bound, p95 and makespan over each job alone; spread = share"
+        " of running jobs per round on more nodes than their GPUs fill.",
         "",
     ]
     extra = [] if queued is None else rows(queued)[: len(queued.runs)]

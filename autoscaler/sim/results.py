@@ -6,6 +6,9 @@
   (cluster GPUs x makespan).
 - lower bound of a job's JCT: the job alone on the cluster from its arrival, at its best count in
   [min_replicas, max_replicas] (within the cluster's GPUs), with no restart: iterations / best rate.
+- spread share = the share of job-rounds (a running job in a decision round, after the round's
+  binding) whose workers sit on more nodes than ceil(workers x GPUs per worker / GPUs per node):
+  how often the rates' packed placement is not what the pods got.
 - the timeline: the GPUs bound to each running job, and how many of them train (not restarting),
   from every instant at which either changed to the next.
 """
@@ -57,6 +60,8 @@ class RunResult:
     scale_writes: int
     events: tuple[SimEvent, ...] = ()
     timeline: tuple[Sample, ...] = ()
+    job_rounds: int = 0  # running jobs summed over decision rounds
+    spread_rounds: int = 0  # ... of them on more nodes than their GPUs fill
 
     def _jcts(self) -> list[float]:
         return sorted(job.jct for job in self.jobs if job.jct is not None)
@@ -90,6 +95,11 @@ class RunResult:
     def gpu_utilisation(self) -> float:
         capacity = self.gpus * self.makespan
         return sum(job.busy_gpu_seconds for job in self.jobs) / capacity if capacity else 0.0
+
+    @property
+    def spread_share(self) -> float | None:
+        """Share of job-rounds spread over more nodes than needed (None: no job ever ran)."""
+        return self.spread_rounds / self.job_rounds if self.job_rounds else None
 
     @property
     def rescales(self) -> int:

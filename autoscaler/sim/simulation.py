@@ -26,7 +26,7 @@ from autoscaler.sim.goodput import GoodputJob
 from autoscaler.sim.gradients import SimGradients
 from autoscaler.sim.profiles import Profile
 from autoscaler.sim.results import JobResult, RunResult, Sample, lower_bound
-from autoscaler.sim.state import EPSILON, Phase, SimJob, SimState, rate_table
+from autoscaler.sim.state import EPSILON, Phase, SimJob, SimState, is_spread, rate_table
 from autoscaler.sim.workload import WorkloadJob, check_job
 from autoscaler.torchrun import RESCALE_STALL_SECONDS
 
@@ -114,6 +114,8 @@ class Simulation:
             else None
         )
         self.rounds = 0
+        self.job_rounds = 0  # a running job in a decision round, after its binding
+        self.spread_rounds = 0  # ... on more nodes than its GPUs fill
         self._ran = False
         self._timeline: list[Sample] = []
 
@@ -156,6 +158,19 @@ class Simulation:
         self.rounds += 1
         decide_round(self.cluster.at(self.state.now))
         self._started(self.state.schedule())
+        self._count_spread()
+
+    def _count_spread(self) -> None:
+        """Count this round's running jobs, and those spread over more nodes than needed."""
+        state = self.state
+        for job in state.jobs:
+            if job.phase is not Phase.RUNNING or not job.active:
+                continue
+            self.job_rounds += 1
+            self.spread_rounds += is_spread(
+                job.pods, gpus_per_replica=job.spec.gpus_per_replica,
+                gpus_per_node=state.gpus_per_node,
+            )  # fmt: skip
 
     def _sample(self) -> None:
         """Add the cluster's allocation to the timeline when it differs from the last sample."""
@@ -208,6 +223,8 @@ class Simulation:
             scale_writes=self.cluster.writes,
             events=tuple(self.cluster.events),
             timeline=tuple(self._timeline),
+            job_rounds=self.job_rounds,
+            spread_rounds=self.spread_rounds,
         )
 
     def _job_result(self, job: SimJob) -> JobResult:

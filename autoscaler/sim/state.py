@@ -2,8 +2,11 @@
 
 Rules (documented once, here):
 - Capacity is `nodes x gpus_per_node` GPUs. A worker pod needs `gpus_per_replica` GPUs on one
-  node and is placed first-fit (lowest node index with room); with 1-GPU pods this is simply the
-  total. Throughput does not depend on placement.
+  node and goes where kube-scheduler's default profile would put it with the operator's packing
+  affinity (`autoscaler.sim.placement`): among the nodes with room, towards the job's own workers,
+  else the emptiest. With 1-GPU pods whether a pod binds depends on the total only. Throughput
+  does not depend on placement: the rates assume packed workers, and the run's spread share says
+  how often they were not.
 - A job's pods are bound as a gang for its minimum: an arrived job waits in a FIFO queue until
   `min_replicas` pods fit at once; the queue is scanned in arrival order and a later job whose
   minimum fits starts even if an earlier one still waits (Kubernetes binds any pod that fits).
@@ -30,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from autoscaler.sim.placement import pick_node
 from autoscaler.sim.profiles import Profile
 from autoscaler.sim.workload import WorkloadJob
 
@@ -84,6 +88,12 @@ class SimJob:
         return max(0.0, self.spec.iterations - self.done)
 
 
+def is_spread(pods: Sequence[int], *, gpus_per_replica: int, gpus_per_node: int) -> bool:
+    """Pods (their node indices) on more nodes than their GPUs fill: the rates assume fewest."""
+    needed = -(-len(pods) * gpus_per_replica // gpus_per_node)
+    return len(set(pods)) > needed
+
+
 def rate_table(job: WorkloadJob, profile: Profile) -> tuple[float, ...]:
     return tuple(
         profile.throughput(job.batch_size, count, job.gpus_per_replica)
@@ -103,6 +113,7 @@ class SimState:
         torchft_seconds: float = 0.0,
     ) -> None:
         self.jobs = jobs
+        self.capacity = tuple(nodes)  # GPUs per node
         self.free = list(nodes)  # free GPUs per node
         self.total_gpus = sum(nodes)
         self.gpus_per_node = max(nodes)
@@ -226,15 +237,20 @@ class SimState:
         return started
 
     def _bind(self, job: SimJob, count: int, *, gang: bool) -> bool:
-        """Place up to `count` pods first-fit (all or none when `gang`); True if any was placed."""
+        """Place up to `count` pods one by one as kube-scheduler would (all or none when `gang`);
+        True if any was placed."""
         size = job.spec.gpus_per_replica
         free = list(self.free)
+        own = [0] * len(free)  # the job's workers per node, those placed here included
+        for bound in job.pods:
+            own[bound] += 1
         placed: list[int] = []
         for _ in range(count):
-            node = next((i for i, room in enumerate(free) if room >= size), None)
+            node = pick_node(free, self.capacity, own, size)
             if node is None:
                 break
             free[node] -= size
+            own[node] += 1
             placed.append(node)
         if not placed or (gang and len(placed) < count):
             return False
