@@ -23,15 +23,16 @@ from concurrent.futures import ProcessPoolExecutor
 
 from autoscaler.sim import SimConfig, compare
 from autoscaler.sim.results import RunResult
-from benchmarks.bench_sim import OURS, POLLUX, POLLUX_CLUSTER, Check
+from benchmarks.bench_sim import OURS, POLLUX, POLLUX_GOODPUT, Check
 
 EVALUATION = tuple(f"workload-{i}" for i in range(5, 9))
 MEAN_LIMIT = 0.95
 P95_LIMIT = 1.1
-GOODPUT = dataclasses.replace(POLLUX_CLUSTER, goodput=True)
 RULES = {
-    "present rule": GOODPUT,
-    "waiting jobs visible": dataclasses.replace(GOODPUT, preemptible=True, declared_profiles=True),
+    "present rule": POLLUX_GOODPUT,
+    "waiting jobs visible": dataclasses.replace(
+        POLLUX_GOODPUT, preemptible=True, declared_profiles=True
+    ),
 }
 
 

@@ -64,6 +64,7 @@ ITP = DATA / "itp" / "cluster08-160.csv"
 ITP_NEXT = DATA / "itp" / "cluster08-160-next.csv"
 DEFAULT_NEXT = DATA / "itp" / "cluster04-72-next.csv"
 POLLUX_CLUSTER = SimConfig(gpus=64, gpus_per_node=4, restart_seconds=30.0, interval_seconds=60.0)
+POLLUX_GOODPUT = dataclasses.replace(POLLUX_CLUSTER, goodput=True)  # its workloads with goodput
 ITP_CLUSTER = SimConfig(gpus=64, gpus_per_node=8, restart_seconds=30.0, interval_seconds=60.0)
 OURS = "global-optimizer"
 WORK_AWARE = (OURS, "optimus", "afs-l", "hesrpt")  # the policies that read the work left
@@ -291,7 +292,7 @@ def goodput_comparison(workload: str, load: str, *, workers: int) -> Comparison:
         return compare(
             workload=POLLUX / GOODPUT_LOADS[load] / f"{workload}.csv",
             profiles=POLLUX / "traces",
-            config=dataclasses.replace(POLLUX_CLUSTER, goodput=True),
+            config=POLLUX_GOODPUT,
             policies=GOODPUT_POLICIES,
             progress=bar,
             workers=workers,

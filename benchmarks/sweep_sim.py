@@ -35,7 +35,7 @@ from autoscaler.sim import SimConfig, compare
 from autoscaler.sim.lineup import PolicyChoice
 from autoscaler.sim.progress import ProgressBar
 from autoscaler.sim.report import share
-from benchmarks.bench_sim import GOODPUT_LOADS, OURS, POLLUX, POLLUX_CLUSTER, workloads
+from benchmarks.bench_sim import GOODPUT_LOADS, OURS, POLLUX, POLLUX_GOODPUT, workloads
 
 
 def _variant(text: str) -> PolicyChoice:
@@ -107,10 +107,9 @@ def _chosen(names: Sequence[str], *, goodput_load: str | None) -> Iterator[Chose
         for workload in (w for w in workloads() if w.name in names):
             yield workload.name, workload.jobs, workload.profiles, workload.config
         return
-    cluster = dataclasses.replace(POLLUX_CLUSTER, goodput=True)
     for name in names:
         path = POLLUX / GOODPUT_LOADS[goodput_load] / f"{name}.csv"
-        yield name, path, POLLUX / "traces", cluster
+        yield name, path, POLLUX / "traces", POLLUX_GOODPUT
 
 
 if __name__ == "__main__":
