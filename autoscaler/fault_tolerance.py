@@ -10,6 +10,8 @@ import this module.
 
 from typing import Final
 
+# The operator's reading of these annotations (values, defaults, reports) is declared in
+# autoscaler.api.operator_annotations; the keys live here, where training images read them too.
 ANNOTATION: Final = "elastic-autoscaler.io/fault-tolerance"
 TORCHFT: Final = "torchft"  # the one supported value
 # Per-job lighthouse timeouts (milliseconds), each overriding the default below.
@@ -26,11 +28,6 @@ DEFAULT_HEARTBEAT_TIMEOUT_MS: Final = 1000
 # (`make e2e` measures a leave's pause at this setting).
 DEFAULT_JOIN_TIMEOUT_MS: Final = 500
 DEFAULT_QUORUM_TICK_MS: Final = 100  # torchft's default
-TIMEOUT_ANNOTATIONS: Final = {
-    ANNOTATION_HEARTBEAT_TIMEOUT: ("--heartbeat_timeout_ms", DEFAULT_HEARTBEAT_TIMEOUT_MS),
-    ANNOTATION_JOIN_TIMEOUT: ("--join_timeout_ms", DEFAULT_JOIN_TIMEOUT_MS),
-    ANNOTATION_QUORUM_TICK: ("--quorum_tick_ms", DEFAULT_QUORUM_TICK_MS),
-}
 
 # The environment of a worker pod. torchft's Manager reads TORCHFT_LIGHTHOUSE, MASTER_ADDR/PORT
 # (the group's own TCPStore, which the group's rank 0 creates), RANK and WORLD_SIZE (inside the

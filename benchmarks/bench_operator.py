@@ -49,7 +49,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,7 @@ from autoscaler.controller.runner import OWNED_SELECTOR, Operator, OperatorConfi
 from benchmarks import audit
 from benchmarks.cluster import (
     POLL,
+    NoopResync,
     all_stored,
     count_listed,
     create_namespace,
@@ -73,6 +74,7 @@ from benchmarks.cluster import (
     wait_quiet,
 )
 from benchmarks.instruments import (
+    KubeStats,
     Sampler,
     TimedKube,
     diff,
@@ -116,7 +118,76 @@ class Results:
         self.rows.append((figure, value, target, verdict, ratio))
 
 
-def baseline(kube: TimedKube, args: argparse.Namespace) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Cpu:
+    """CPU seconds over a phase: this process's, the API server's and etcd's."""
+
+    python: float
+    apiserver: float
+    etcd: float
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Raw creates of the operator's pod and service bodies: what the operator is measured
+    against."""
+
+    seconds: float
+    objects: int
+    pods_listed: int
+    cpu: Cpu
+    stats: KubeStats
+    cleanup_seconds: float
+    maxrss_mb: float = 0.0  # the phase's peak RSS, read once it is over
+
+
+@dataclass(frozen=True)
+class Creation:
+    """The jobs created like a user script, timed from the first create."""
+
+    at_pods: KubeStats  # the operator client's tallies when every pod existed
+    pods_seconds: float
+    services_seconds: float
+    stored_seconds: float
+    jobs_created_seconds: float
+    pods_done: bool  # every pod existed before --timeout
+    settled_seconds: float
+    cpu: Cpu
+    thread_cpu: dict[str, float]
+
+
+@dataclass(frozen=True)
+class OperatorRun:
+    """Our operator from its start to a no-op resync after everything settled."""
+
+    created: Creation
+    resync: NoopResync
+    rss_before_operator_mb: float
+    hwm_reset: bool
+    sync_seconds: float
+    sampler: Sampler | None
+    jobs_with_status: int
+    pods_listed: int
+    services_listed: int
+    peak_hwm_mb: float
+    maxrss_mb: float
+    phases: dict[str, KubeStats]
+    total_to_settle: KubeStats
+    informer_sizes: dict[str, int]
+    audited_writes: dict[tuple[str, str], int] = field(default_factory=dict)  # read once it stopped
+
+
+@dataclass(frozen=True)
+class UpstreamRun:
+    """Upstream's operator on the same jobs, timed to the same criterion."""
+
+    stored_seconds: float
+    stored_done: bool
+    writes: dict[tuple[str, str], int]  # its audited writes by (verb, resource)
+    events_recorded: int = 0  # read from its log once it stopped
+
+
+def baseline(kube: TimedKube, args: argparse.Namespace) -> Baseline:
     """Raw creates of the operator's own pod and service bodies, `--baseline-threads` at once.
 
     Bodies come from `reconcile.plan` for each job (as the operator sends them) in a separate
@@ -139,13 +210,11 @@ def baseline(kube: TimedKube, args: argparse.Namespace) -> dict[str, Any]:
             kube.create(obj)
 
     before = kube.snapshot()
-    cpu = {"apiserver": 0.0, "etcd": 0.0}
     started = time.perf_counter()
-    cpu0 = (time.process_time(), *server_cpu(args))
+    cpu0 = cpu_now(args)
     run_threads(args.baseline_threads, job_names(args.jobs), create_all)
     seconds = time.perf_counter() - started
-    cpu1 = (time.process_time(), *server_cpu(args))
-    cpu = {"python": cpu1[0] - cpu0[0], "apiserver": cpu1[1] - cpu0[1], "etcd": cpu1[2] - cpu0[2]}
+    cpu = cpu_since(cpu0, args)
     objects = args.jobs * args.workers * 2
     pods_listed = count_listed(kube, PODS, BASELINE_NS, f"{c.LABEL_OPERATOR_NAME}")
     stats = diff(kube.snapshot(), before)
@@ -160,14 +229,14 @@ def baseline(kube: TimedKube, args: argparse.Namespace) -> dict[str, Any]:
         timeout=300,
         what="the baseline pods to be deleted",
     )
-    return {
-        "seconds": seconds,
-        "objects": objects,
-        "pods_listed": pods_listed,
-        "cpu": cpu,
-        "stats": stats,
-        "cleanup_seconds": time.perf_counter() - cleanup,
-    }
+    return Baseline(
+        seconds=seconds,
+        objects=objects,
+        pods_listed=pods_listed,
+        cpu=cpu,
+        stats=stats,
+        cleanup_seconds=time.perf_counter() - cleanup,
+    )
 
 
 _SERVER_PIDS: dict[str, int] = {}
@@ -178,14 +247,22 @@ def server_cpu(args: argparse.Namespace) -> tuple[float, float]:
     return cpu.get("apiserver", 0.0), cpu.get("etcd", 0.0)
 
 
+def cpu_now(args: argparse.Namespace) -> Cpu:
+    return Cpu(time.process_time(), *server_cpu(args))
+
+
+def cpu_since(start: Cpu, args: argparse.Namespace) -> Cpu:
+    now = cpu_now(args)
+    return Cpu(now.python - start.python, now.apiserver - start.apiserver, now.etcd - start.etcd)
+
+
 def operator_run(
     op_kube: TimedKube, user: TimedKube, bench: Kube, args: argparse.Namespace, res: Results
-) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+) -> OperatorRun:
     gc.collect()
-    out["rss_before_operator_mb"] = status_kb("VmRSS") / 1024
-    out["maxrss_before_reset_mb"] = maxrss_mb()
-    out["hwm_reset"] = reset_peak_rss()
+    rss_before_operator_mb = status_kb("VmRSS") / 1024
+    maxrss_before_reset_mb = maxrss_mb()
+    hwm_reset = reset_peak_rss()
 
     op = Operator(
         op_kube,
@@ -199,37 +276,48 @@ def operator_run(
     started = time.perf_counter()
     thread.start()
     wait_for(op.healthy, timeout=60, what="the operator's caches to sync")
-    out["sync_seconds"] = time.perf_counter() - started
+    sync_seconds = time.perf_counter() - started
     s1 = op_kube.snapshot()
     sampler = Sampler() if args.profile else None
     if sampler:
         sampler.start()
 
-    s2 = create_and_wait(op, user=user, bench=bench, args=args, res=res, out=out)
+    created = create_and_wait(op, user=user, bench=bench, args=args, res=res)
+    s2 = created.at_pods
     s3 = op_kube.snapshot()
     if sampler:
         sampler.stop()
-        out["sampler"] = sampler
     jobs = op.jobs.items()
-    out["jobs_with_status"] = sum(bool((j.get("status") or {}).get("conditions")) for j in jobs)
-    out["pods_listed"] = count_listed(bench, PODS, OPERATOR_NS, OWNED_SELECTOR)
-    out["services_listed"] = count_listed(bench, SERVICES, OPERATOR_NS, OWNED_SELECTOR)
-    s4, s5 = noop_resync(op, op_kube, args, out, jobs=len(jobs))
+    jobs_with_status = sum(bool((j.get("status") or {}).get("conditions")) for j in jobs)
+    pods_listed = count_listed(bench, PODS, OPERATOR_NS, OWNED_SELECTOR)
+    services_listed = count_listed(bench, SERVICES, OPERATOR_NS, OWNED_SELECTOR)
+    resync = noop_resync(op, op_kube, args, jobs=len(jobs))
 
-    out["peak_hwm_mb"] = status_kb("VmHWM") / 1024
-    out["maxrss_mb"] = max(out["maxrss_before_reset_mb"], maxrss_mb())
-    out["phases"] = {
-        "sync": diff(s1, s0),
-        "create (until every pod exists)": diff(s2, s1),
-        "settle": diff(s3, s2),
-        "no-op resync": diff(s5, s4),
-    }
-    out["total_to_settle"] = diff(s3, s1)
-    out["informer_sizes"] = {inf.resource.plural: len(inf.items()) for inf in op.informers}
+    run = OperatorRun(
+        created=created,
+        resync=resync,
+        rss_before_operator_mb=rss_before_operator_mb,
+        hwm_reset=hwm_reset,
+        sync_seconds=sync_seconds,
+        sampler=sampler,
+        jobs_with_status=jobs_with_status,
+        pods_listed=pods_listed,
+        services_listed=services_listed,
+        peak_hwm_mb=status_kb("VmHWM") / 1024,
+        maxrss_mb=max(maxrss_before_reset_mb, maxrss_mb()),
+        phases={
+            "sync": diff(s1, s0),
+            "create (until every pod exists)": diff(s2, s1),
+            "settle": diff(s3, s2),
+            "no-op resync": diff(resync.after, resync.before),
+        },
+        total_to_settle=diff(s3, s1),
+        informer_sizes={inf.resource.plural: len(inf.items()) for inf in op.informers},
+    )
 
     stop.set()
     thread.join(timeout=60)
-    return out
+    return run
 
 
 def create_and_wait(
@@ -239,10 +327,8 @@ def create_and_wait(
     bench: Kube,
     args: argparse.Namespace,
     res: Results,
-    out: dict[str, Any],
-) -> dict[str, Any]:
-    """Create the jobs like a user script; time until every pod exists, then until settled.
-    Returns the operator client's snapshot taken when every pod existed."""
+) -> Creation:
+    """Create the jobs like a user script; time until every pod exists, then until settled."""
     op_kube: Any = op.kube
     n, m = args.jobs, args.workers
     template = job_manifest("x", OPERATOR_NS, m)
@@ -252,7 +338,7 @@ def create_and_wait(
         job["metadata"]["name"] = name
         user.create(job)
 
-    cpu0 = (time.process_time(), *server_cpu(args))
+    cpu0 = cpu_now(args)
     threads0 = thread_cpu()
     t0 = time.perf_counter()
     creator = threading.Thread(
@@ -284,29 +370,31 @@ def create_and_wait(
             break
         time.sleep(POLL)
     creator.join(timeout=60)
-    s2: dict[str, Any] = op_kube.snapshot()
+    at_pods = op_kube.snapshot()
     if pods_at is None:
         res.notes.append(f"not every pod existed after --timeout {args.timeout:.0f}s")
-    out["pods_seconds"] = (pods_at or time.perf_counter()) - t0
-    out["services_seconds"] = (services_at or time.perf_counter()) - t0
-    out["stored_seconds"] = (stored_at or time.perf_counter()) - t0
-    out["jobs_created_seconds"] = (jobs_created_at or time.perf_counter()) - t0
-    out["pods_done"] = pods_at is not None
+    pods_seconds = (pods_at or time.perf_counter()) - t0
+    services_seconds = (services_at or time.perf_counter()) - t0
+    stored_seconds = (stored_at or time.perf_counter()) - t0
+    jobs_created_seconds = (jobs_created_at or time.perf_counter()) - t0
 
     settled_at = wait_quiet(op, op_kube, quiet=args.quiet, timeout=args.timeout)
-    out["settled_seconds"] = settled_at - t0
-    cpu1 = (time.process_time(), *server_cpu(args))
-    out["cpu"] = {
-        "python": cpu1[0] - cpu0[0],
-        "apiserver": cpu1[1] - cpu0[1],
-        "etcd": cpu1[2] - cpu0[2],
-    }
+    cpu = cpu_since(cpu0, args)
     threads1 = thread_cpu()
-    out["thread_cpu"] = {k: v - threads0.get(k, 0.0) for k, v in threads1.items()}
-    return s2
+    return Creation(
+        at_pods=at_pods,
+        pods_seconds=pods_seconds,
+        services_seconds=services_seconds,
+        stored_seconds=stored_seconds,
+        jobs_created_seconds=jobs_created_seconds,
+        pods_done=pods_at is not None,
+        settled_seconds=settled_at - t0,
+        cpu=cpu,
+        thread_cpu={k: v - threads0.get(k, 0.0) for k, v in threads1.items()},
+    )
 
 
-def upstream_run(args: argparse.Namespace, res: Results) -> dict[str, Any]:
+def upstream_run(args: argparse.Namespace, res: Results) -> UpstreamRun:
     """Upstream's operator on a control plane of its own, fresh, as installed by
     `tests/support/upstream_operator` (its validating webhook included), the same jobs created
     the same way; timed to the same criterion, its writes read from the same audit log."""
@@ -338,8 +426,7 @@ def upstream_run(args: argparse.Namespace, res: Results) -> dict[str, Any]:
                 workdir / "audit" / "audit.log", agent=UPSTREAM_AGENT, namespace=OPERATOR_NS
             )
             out = create_and_count(user, admin, log, args, res)
-            out["events_recorded"] = events_recorded(manager.log)
-            return out
+            return replace(out, events_recorded=events_recorded(manager.log))
         finally:
             manager.stop()
     finally:
@@ -359,7 +446,7 @@ def events_recorded(log: Path) -> int:
 
 def create_and_count(
     user: Kube, bench: Kube, log: audit.AuditLog, args: argparse.Namespace, res: Results
-) -> dict[str, Any]:
+) -> UpstreamRun:
     """Create the jobs as `create_and_wait` does; time until `all_stored`, then until the
     operator's audited writes stop for `--quiet` s (its caches and queue are not ours to read)."""
     template = job_manifest("x", OPERATOR_NS, args.workers)
@@ -396,11 +483,11 @@ def create_and_count(
         time.sleep(POLL)
         if (now := log.poll()) != last:
             last, changed = now, time.perf_counter()
-    return {
-        "stored_seconds": (stored_at or time.perf_counter()) - t0,
-        "stored_done": stored_at is not None,
-        "writes": dict(log.counts),
-    }
+    return UpstreamRun(
+        stored_seconds=(stored_at or time.perf_counter()) - t0,
+        stored_done=stored_at is not None,
+        writes=dict(log.counts),
+    )
 
 
 def agent_kube(kubeconfig: str, agent: str) -> TimedKube:
@@ -414,89 +501,88 @@ def agent_kube(kubeconfig: str, agent: str) -> TimedKube:
 
 
 def report(
-    base: dict[str, Any],
-    run: dict[str, Any],
-    up: dict[str, Any],
+    base: Baseline,
+    run: OperatorRun,
+    up: UpstreamRun,
     args: argparse.Namespace,
     res: Results,
 ) -> None:
     n, m = args.jobs, args.workers
-    raw = base["seconds"]
+    raw, created = base.seconds, run.created
     res.row(
         "baseline: raw create pods+services",
-        f"{raw:.1f} s ({base['objects']} objects, {base['objects'] / raw:.0f}/s, "
+        f"{raw:.1f} s ({base.objects} objects, {base.objects / raw:.0f}/s, "
         f"{args.baseline_threads} threads)",
     )
     res.row(
         "operator: seconds until every pod exists",
-        f"{run['pods_seconds']:.1f} s",
+        f"{created.pods_seconds:.1f} s",
         f"< {TARGET_SECONDS:.0f} s",
-        run["pods_done"] and run["pods_seconds"] < TARGET_SECONDS,
-        f"{run['pods_seconds'] / raw:.2f}x raw pods+services",
+        created.pods_done and created.pods_seconds < TARGET_SECONDS,
+        f"{created.pods_seconds / raw:.2f}x raw pods+services",
     )
     res.row(
         "operator: ... every pod and service",
-        f"{run['services_seconds']:.1f} s",
+        f"{created.services_seconds:.1f} s",
         "",
         None,
-        f"{max(run['services_seconds'], run['pods_seconds']) / raw:.2f}x raw pods+services",
+        f"{max(created.services_seconds, created.pods_seconds) / raw:.2f}x raw pods+services",
     )
     res.row(
         "operator: ... and settled (status written, quiet)",
-        f"{run['settled_seconds']:.1f} s",
+        f"{created.settled_seconds:.1f} s",
         "",
         None,
-        f"{run['settled_seconds'] / raw:.2f}x raw",
+        f"{created.settled_seconds / raw:.2f}x raw",
     )
     res.row(
         "user: creating the jobs",
-        f"{run['jobs_created_seconds']:.1f} s ({args.user_threads} threads)",
+        f"{created.jobs_created_seconds:.1f} s ({args.user_threads} threads)",
     )
-    total = run["total_to_settle"]
-    create = run["phases"]["create (until every pod exists)"]
+    total = run.total_to_settle
+    create = run.phases["create (until every pod exists)"]
     res.row(
         "operator API requests per job (to settle)",
-        f"{total['requests'] / n:.2f} ({total['writes'] / n:.2f} writes)",
+        f"{total.requests / n:.2f} ({total.writes / n:.2f} writes)",
         f"min {2 * m + 1} writes",
         None,
-        f"{total['requests'] / n / (2 * m):.2f}x raw (2M={2 * m} requests/job)",
+        f"{total.requests / n / (2 * m):.2f}x raw (2M={2 * m} requests/job)",
     )
     res.row(
         "  ... of which until every pod exists",
-        f"{create['requests'] / n:.2f} ({create['writes'] / n:.2f} writes)",
+        f"{create.requests / n:.2f} ({create.writes / n:.2f} writes)",
     )
-    resync = run["phases"]["no-op resync"]
+    resync = run.phases["no-op resync"]
     res.row(
         "writes during the no-op resync",
-        f"{resync['writes']} ({resync['requests']} requests, {run['resync_passes']:.0f} passes, "
-        f"{run['resync_seconds']:.2f} s)",
+        f"{resync.writes} ({resync.requests} requests, {run.resync.passes:.0f} passes, "
+        f"{run.resync.seconds:.2f} s)",
         f"= {TARGET_RESYNC_WRITES}",
-        resync["writes"] == TARGET_RESYNC_WRITES and run["resync_passes"] >= n,
+        resync.writes == TARGET_RESYNC_WRITES and run.resync.passes >= n,
     )
     res.row(
         "peak RSS, whole benchmark process (ru_maxrss)",
-        f"{run['maxrss_mb']:.0f} MB",
+        f"{run.maxrss_mb:.0f} MB",
         f"< {TARGET_RSS_MB:.0f} MB",
-        run["maxrss_mb"] < TARGET_RSS_MB,
-        f"{run['maxrss_mb'] / base['maxrss_mb']:.2f}x baseline-phase peak "
-        f"({base['maxrss_mb']:.0f} MB)",
+        run.maxrss_mb < TARGET_RSS_MB,
+        f"{run.maxrss_mb / base.maxrss_mb:.2f}x baseline-phase peak ({base.maxrss_mb:.0f} MB)",
     )
-    if run["hwm_reset"]:
+    if run.hwm_reset:
         res.row(
             "peak RSS, operator phase (VmHWM reset)",
-            f"{run['peak_hwm_mb']:.0f} MB",
+            f"{run.peak_hwm_mb:.0f} MB",
             f"< {TARGET_RSS_MB:.0f} MB",
             None,
-            f"+{run['peak_hwm_mb'] - run['rss_before_operator_mb']:.0f} MB over the "
-            f"{run['rss_before_operator_mb']:.0f} MB before the operator started",
+            f"+{run.peak_hwm_mb - run.rss_before_operator_mb:.0f} MB over the "
+            f"{run.rss_before_operator_mb:.0f} MB before the operator started",
         )
-    bcpu, ocpu = base["cpu"], run["cpu"]
+    bcpu, ocpu = base.cpu, created.cpu
     res.row(
         "CPU s: python / apiserver / etcd",
-        f"{ocpu['python']:.1f} / {ocpu['apiserver']:.1f} / {ocpu['etcd']:.1f} (operator run)",
+        f"{ocpu.python:.1f} / {ocpu.apiserver:.1f} / {ocpu.etcd:.1f} (operator run)",
         "",
         None,
-        f"baseline {bcpu['python']:.1f} / {bcpu['apiserver']:.1f} / {bcpu['etcd']:.1f}",
+        f"baseline {bcpu.python:.1f} / {bcpu.apiserver:.1f} / {bcpu.etcd:.1f}",
     )
 
     line = compare(run, up, args, res)
@@ -513,17 +599,17 @@ def report(
         print("All targets met.")
 
 
-def compare(run: dict[str, Any], up: dict[str, Any], args: argparse.Namespace, res: Results) -> str:
+def compare(run: OperatorRun, up: UpstreamRun, args: argparse.Namespace, res: Results) -> str:
     """The rows against upstream's operator, and the one-line summary."""
-    ours_s, theirs_s = run["stored_seconds"], up["stored_seconds"]
-    ours_w = sum(run["audited_writes"].values()) / args.jobs
-    theirs_w = sum(up["writes"].values()) / args.jobs
+    ours_s, theirs_s = run.created.stored_seconds, up.stored_seconds
+    ours_w = sum(run.audited_writes.values()) / args.jobs
+    theirs_w = sum(up.writes.values()) / args.jobs
     ratio = ours_s / theirs_s
     res.row(
         "vs upstream: every pod + service stored",
         f"ours {ours_s:.1f} s, upstream {theirs_s:.1f} s",
         "ours <= upstream",
-        run["pods_done"] and up["stored_done"] and ratio <= 1.0,
+        run.created.pods_done and up.stored_done and ratio <= 1.0,
         f"{ratio:.2f}x upstream",
     )
     res.row(
@@ -539,14 +625,14 @@ def compare(run: dict[str, Any], up: dict[str, Any], args: argparse.Namespace, r
     )
 
 
-def print_writes(run: dict[str, Any], up: dict[str, Any], args: argparse.Namespace) -> None:
+def print_writes(run: OperatorRun, up: UpstreamRun, args: argparse.Namespace) -> None:
     print("API writes per job by each operator (the API server's audit log):")
-    for who, counts in (("ours", run["audited_writes"]), ("upstream", up["writes"])):
+    for who, counts in (("ours", run.audited_writes), ("upstream", up.writes)):
         for (verb, resource), count in sorted(counts.items(), key=lambda kv: -kv[1]):
             print(f"  {who:8} {verb:7} {resource:28} {count / args.jobs:6.2f}")
-    written = sum(n for (verb, resource), n in up["writes"].items() if resource == "events")
+    written = sum(n for (verb, resource), n in up.writes.items() if resource == "events")
     print(
-        f"  upstream's recorder logged {up['events_recorded'] / args.jobs:.2f} Events per job and "
+        f"  upstream's recorder logged {up.events_recorded / args.jobs:.2f} Events per job and "
         f"wrote {written / args.jobs:.2f}"
     )
     print()
@@ -572,18 +658,18 @@ def print_table(res: Results, args: argparse.Namespace) -> None:
     print()
 
 
-def print_details(base: dict[str, Any], run: dict[str, Any], args: argparse.Namespace) -> None:
+def print_details(base: Baseline, run: OperatorRun, args: argparse.Namespace) -> None:
     n = args.jobs
-    total = run["total_to_settle"]
+    total = run.total_to_settle
     print(
         "Operator API calls, creation to settle (count, mean ms; send = request out + headers "
         "back, rest = body read + json.loads):"
     )
-    calls, total_s, send_s = total["calls"], total["total_s"], total["send_s"]
+    calls, total_s, send_s = total.calls, total.total_s, total.send_s
     for key, count in sorted(calls.items(), key=lambda kv: -kv[1]):
         mean = total_s.get(key, 0.0) / count * 1000
         send = send_s.get(key, 0.0) / count * 1000
-        failed = total["failed"].get(key, 0)
+        failed = total.failed.get(key, 0)
         extra = f", {failed} failed" if failed else ""
         print(
             f"  {key[0]:6} {key[1]:28} {count:6}  {mean:6.2f} ms (send {send:.2f}, rest "
@@ -593,25 +679,25 @@ def print_details(base: dict[str, Any], run: dict[str, Any], args: argparse.Name
     print(
         f"  sum of request time {busy:.1f} s over {args.operator_workers} workers = "
         f"{busy / args.operator_workers:.1f} s per worker (wall to settle "
-        f"{run['settled_seconds']:.1f} s)"
+        f"{run.created.settled_seconds:.1f} s)"
     )
-    bcalls = base["stats"]
-    bmean = sum(bcalls["total_s"].values()) / max(sum(bcalls["calls"].values()), 1) * 1000
+    bcalls = base.stats
+    bmean = sum(bcalls.total_s.values()) / max(sum(bcalls.calls.values()), 1) * 1000
     print(
-        f"  baseline: mean create {bmean:.2f} ms over {sum(bcalls['calls'].values())} calls "
+        f"  baseline: mean create {bmean:.2f} ms over {sum(bcalls.calls.values())} calls "
         f"from {args.baseline_threads} threads"
     )
     print()
     print("Python CPU seconds by thread, creation to settle:")
-    for name, seconds in sorted(run["thread_cpu"].items(), key=lambda kv: -kv[1]):
+    for name, seconds in sorted(run.created.thread_cpu.items(), key=lambda kv: -kv[1]):
         if seconds >= 0.05:
             print(f"  {name:24} {seconds:6.1f}")
     print(
-        f"  informer cache sizes: {run['informer_sizes']}; jobs with status: "
-        f"{run['jobs_with_status']}/{n}; LIST: {run['pods_listed']} pods, "
-        f"{run['services_listed']} services; reconcile errors: {run['reconcile_errors']:.0f}"
+        f"  informer cache sizes: {run.informer_sizes}; jobs with status: "
+        f"{run.jobs_with_status}/{n}; LIST: {run.pods_listed} pods, "
+        f"{run.services_listed} services; reconcile errors: {run.resync.errors:.0f}"
     )
-    sampler = run.get("sampler")
+    sampler = run.sampler
     if sampler is not None:
         print()
         print("Where threads spend wall time (sampled every 5 ms, creation to settle):")
@@ -669,10 +755,9 @@ def main(argv: list[str] | None = None) -> int:
         clients.append(raw)
         gc.collect()
         reset_peak_rss()
-        base = baseline(raw, args)
-        base["maxrss_mb"] = status_kb("VmHWM") / 1024
+        base = replace(baseline(raw, args), maxrss_mb=status_kb("VmHWM") / 1024)
         print(
-            f"  {base['seconds']:.1f} s (+{base['cleanup_seconds']:.1f} s to delete them)",
+            f"  {base.seconds:.1f} s (+{base.cleanup_seconds:.1f} s to delete them)",
             flush=True,
         )
 
@@ -685,7 +770,7 @@ def main(argv: list[str] | None = None) -> int:
             workdir / "audit" / "audit.log", agent=OURS_AGENT, namespace=OPERATOR_NS
         )
         log.poll()  # after the RSS figures: ours settled and its resync wrote nothing more
-        run["audited_writes"] = dict(log.counts)
+        run = replace(run, audited_writes=dict(log.counts))
     finally:
         for kube in clients:
             kube.close()

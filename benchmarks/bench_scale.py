@@ -86,7 +86,7 @@ from benchmarks.cluster import (
     server_pids,
 )
 from benchmarks.instruments import TimedKube, process_cpu, status_kb
-from benchmarks.operator_process import OperatorProcess
+from benchmarks.operator_process import OperatorProcess, Resync
 from tests.support.controlplane import ControlPlane, binaries_dir
 from tests.support.polling import wait_for
 
@@ -285,14 +285,14 @@ def one_round(
     cpu_after = process_cpu(pids)
     wait_for(cluster.recorder.idle, timeout=600, what="the round's Events to be sent")
     after = kube.snapshot()
-    calls = after["calls"] - before["calls"]
-    requests = after["requests"] - before["requests"]
+    calls = after.calls - before.calls
+    requests = after.requests - before.requests
     watches = requests - sum(calls.values())  # Kube.watch counts a request outside `calls`
     return Round(
         seconds=seconds,
         with_saves=with_saves,
         requests=requests,
-        writes=after["writes"] - before["writes"],
+        writes=after.writes - before.writes,
         scale_gets=calls[SCALE_GET],
         informer=watches + sum(calls[key] for key in INFORMER_LISTS),
         rescaled=tally.written,
@@ -468,8 +468,10 @@ def report(
     args: argparse.Namespace,
     setup: dict[str, float],
     rounds: Sequence[Round],
-    resync: dict[str, Any],
+    resync: Resync,
     soaked: Soak,
+    *,
+    events_dropped: int,
 ) -> Summary:
     window = soak_window(args.soak_seconds)
     s = summarize(rounds, soaked, window=window)
@@ -519,12 +521,12 @@ def report(
         f"<= {EXTRA_REQUESTS}",
         s.max_excess <= EXTRA_REQUESTS,
     )
-    f.row("Events dropped (recorder queue full)", f"{resync['events_dropped']}")
+    f.row("Events dropped (recorder queue full)", f"{events_dropped}")
     f.row(
         "operator resync: writes",
-        f"{resync['writes']} ({resync['passes']:.0f} passes, {resync['seconds']:.1f} s)",
+        f"{resync.writes} ({resync.passes:.0f} passes, {resync.seconds:.1f} s)",
         "0",
-        resync["writes"] == 0,
+        resync.writes == 0,
     )
     soak_times = [r.seconds * 1000 for r in soaked.rounds]
     f.row(
@@ -639,12 +641,7 @@ def run(plane: ControlPlane, args: argparse.Namespace, clients: list[Kube]) -> S
             )  # fmt: skip
             print("operator: resync of every job ...", flush=True)
             resynced = op.noop_resync(quiet=args.quiet, timeout=args.timeout)
-            resync = {
-                "writes": resynced.writes,
-                "passes": resynced.passes,
-                "seconds": resynced.seconds,
-                "events_dropped": cluster.recorder.dropped,
-            }
+            events_dropped = cluster.recorder.dropped
             print(
                 f"soak: {args.soak_seconds:.0f} s of rounds every {args.interval:.0f} s ...",
                 flush=True,
@@ -657,7 +654,7 @@ def run(plane: ControlPlane, args: argparse.Namespace, clients: list[Kube]) -> S
         finally:
             engine.close()
             cluster.close()
-    return report(args, setup, rounds, resync, soaked)
+    return report(args, setup, rounds, resynced, soaked, events_dropped=events_dropped)
 
 
 def main(argv: list[str] | None = None) -> int:

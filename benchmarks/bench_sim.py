@@ -70,7 +70,6 @@ OURS = "global-optimizer"
 WORK_AWARE = (OURS, "optimus", "afs-l", "hesrpt")  # the policies that read the work left
 BLIND = " (no work declared)"
 QUEUED = " (preemptible jobs)"
-FIGURES = ("mean_jct", "p95_jct", "makespan", "gpu_utilization", "rescales", "mean_solve")
 TUNING = ("itp", "default", "pollux-2", "pollux-3")
 MEAN_VS_BEST_OTHER = 0.95
 MEAN_VS_LP_BOUND = 1.3

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import yaml
 from autoscaler.api import coordinates as c
 from autoscaler.clients.kube import JOBS, PODS, SERVICES, Kube, Resource
 from autoscaler.controller.runner import Operator
-from benchmarks.instruments import TimedKube
+from benchmarks.instruments import KubeStats, TimedKube
 from tests.support.controlplane import ControlPlane
 from tests.support.polling import wait_for
 
@@ -158,9 +159,20 @@ def start_operator(op: Operator) -> tuple[threading.Thread, threading.Event]:
     return thread, stop
 
 
+@dataclass(frozen=True)
+class NoopResync:
+    """A resync of every job once everything settled: the operator client's tallies around it."""
+
+    before: KubeStats  # as the resync started
+    after: KubeStats  # `quiet` s after its passes
+    seconds: float  # until one pass per job had run and the queue was idle
+    passes: float  # reconcile passes it caused
+    errors: float  # reconcile errors so far, the resync's and every earlier one
+
+
 def noop_resync(
-    op: Operator, op_kube: TimedKube, args: argparse.Namespace, out: dict[str, Any], *, jobs: int
-) -> tuple[dict[str, Any], dict[str, Any]]:
+    op: Operator, op_kube: TimedKube, args: argparse.Namespace, *, jobs: int
+) -> NoopResync:
     """`resync()` once everything settled: one pass per job, which should write nothing.
     `args.timeout` bounds the wait, `args.quiet` s after it catch what a pass scheduled."""
     ok0, err0 = reconciles(op)
@@ -172,9 +184,13 @@ def noop_resync(
         timeout=args.timeout,
         what="one pass per job after resync()",
     )
-    out["resync_seconds"] = time.perf_counter() - started
+    seconds = time.perf_counter() - started
     time.sleep(args.quiet)  # anything a pass scheduled would show up here
     after = op_kube.snapshot()
-    out["resync_passes"] = sum(reconciles(op)) - ok0 - err0
-    out["reconcile_errors"] = reconciles(op)[1]
-    return before, after
+    return NoopResync(
+        before=before,
+        after=after,
+        seconds=seconds,
+        passes=sum(reconciles(op)) - ok0 - err0,
+        errors=reconciles(op)[1],
+    )

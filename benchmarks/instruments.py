@@ -10,6 +10,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,16 +59,29 @@ class TimedKube(Kube):
                 self.total_s[key] += total
                 self.send_s[key] += self._local.send
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> KubeStats:
         with self._stats_lock:
-            return {
-                "requests": self.requests,
-                "writes": self.writes,
-                "calls": Counter(self.calls),
-                "failed": Counter(self.failed),
-                "total_s": dict(self.total_s),
-                "send_s": dict(self.send_s),
-            }
+            return KubeStats(
+                requests=self.requests,
+                writes=self.writes,
+                calls=Counter(self.calls),
+                failed=Counter(self.failed),
+                total_s=dict(self.total_s),
+                send_s=dict(self.send_s),
+            )
+
+
+@dataclass(frozen=True)
+class KubeStats:
+    """A `TimedKube`'s tallies at one moment, or (`diff`) between two: calls and seconds by
+    (method, kind of path)."""
+
+    requests: int
+    writes: int
+    calls: Counter[tuple[str, str]]
+    failed: Counter[tuple[str, str]]
+    total_s: dict[tuple[str, str], float]  # request out to body parsed
+    send_s: dict[tuple[str, str], float]  # request out to headers back
 
 
 def _kind_of(path: str) -> str:
@@ -83,16 +97,15 @@ def _kind_of(path: str) -> str:
     return kind + ("/" + rest[2] if len(rest) > 2 else "")
 
 
-def diff(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "requests": after["requests"] - before["requests"],
-        "writes": after["writes"] - before["writes"],
-    }
-    for name in ("calls", "failed"):
-        out[name] = after[name] - before[name]  # Counter subtraction drops zeros
-    for name in ("total_s", "send_s"):
-        out[name] = {k: v - before[name].get(k, 0.0) for k, v in after[name].items()}
-    return out
+def diff(after: KubeStats, before: KubeStats) -> KubeStats:
+    return KubeStats(
+        requests=after.requests - before.requests,
+        writes=after.writes - before.writes,
+        calls=after.calls - before.calls,  # Counter subtraction drops zeros
+        failed=after.failed - before.failed,
+        total_s={k: v - before.total_s.get(k, 0.0) for k, v in after.total_s.items()},
+        send_s={k: v - before.send_s.get(k, 0.0) for k, v in after.send_s.items()},
+    )
 
 
 def cpu_seconds_of(pid: int | str) -> float:

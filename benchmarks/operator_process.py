@@ -205,14 +205,12 @@ class _Served:
         wait_quiet(self.op, self.kube, quiet=quiet, timeout=timeout)
 
     def noop_resync(self, *, quiet: float, timeout: float) -> Resync:
-        out: dict[str, Any] = {}
         limits = argparse.Namespace(quiet=quiet, timeout=timeout)
-        jobs = len(self.op.jobs.items())
-        before, after = noop_resync(self.op, self.kube, limits, out, jobs=jobs)
+        resync = noop_resync(self.op, self.kube, limits, jobs=len(self.op.jobs.items()))
         return Resync(
-            writes=after["writes"] - before["writes"],
-            passes=out["resync_passes"],
-            seconds=out["resync_seconds"],
+            writes=resync.after.writes - resync.before.writes,
+            passes=resync.passes,
+            seconds=resync.seconds,
         )
 
 

@@ -75,6 +75,12 @@ ANNOTATION_PREEMPTIBLE: Final = f"{ENGINE_PREFIX}/preemptible"
 ANNOTATION_HELD_SINCE: Final = f"{ENGINE_PREFIX}/held-since"
 ENGINE_NAME: Final = "elastic-autoscaler-engine"
 
+# Annotations the operator reads on a job; each is declared in autoscaler.api.operator_annotations
+# (torchft mode's keys are autoscaler.fault_tolerance's, which training images share).
+# "store": the job's torchrun rendezvous lives in a store Pod beside it, not in worker-0.
+ANNOTATION_RENDEZVOUS: Final = f"{ENGINE_PREFIX}/rendezvous"
+RENDEZVOUS_STORE: Final = "store"  # the one supported value
+
 # The label that hands a job to a Kueue LocalQueue (Kueue's `constants.QueueLabel`). Kueue admits
 # the job at the size its spec has then and requeues it after any resize, so it owns the count.
 LABEL_KUEUE_QUEUE_NAME: Final = "kueue.x-k8s.io/queue-name"

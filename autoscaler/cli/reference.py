@@ -1,5 +1,5 @@
 """Reference docs generated from the models: the snapshot's JSON schema, the configuration and
-the engine's job annotations.
+the job annotations of the engine and the operator.
 
 `make docs` writes them; a test checks the checked-in files are current.
 """
@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from autoscaler.api.annotations import JobAnnotations, reader
+from autoscaler.api.operator_annotations import OperatorAnnotations, setting
 from autoscaler.engine.config import EngineConfig
 from autoscaler.policies.contract import Snapshot
 from autoscaler.policies.registry import installed, load_entry
@@ -49,7 +50,8 @@ def configuration() -> str:
 
 
 def annotations() -> str:
-    """A Markdown table of the annotations the engine reads on a job (`JobAnnotations`)."""
+    """Markdown tables of the annotations the engine reads on a job (`JobAnnotations`), then
+    of those the operator reads."""
     rows = [
         "| annotation | written by | value | default | meaning | an invalid value |",
         "|---|---|---|---|---|---|",
@@ -68,15 +70,41 @@ def annotations() -> str:
     return "\n".join(
         [
             "# Job annotations\n",
-            "Generated from `autoscaler.api.annotations` by `make docs`; do not edit by hand.\n",
+            "Generated from `autoscaler.api.annotations` and `autoscaler.api.operator_annotations`"
+            " by `make docs`; do not edit by hand.\n",
+            "## Read by the policy engine\n",
             "The policy engine reads these annotations on a PyTorchJob, each the same way: absent,"
             " it takes its default; invalid, it is ignored (the job is sized as if it were absent)"
             " or read as its last column says, and reported there. One Warning Event"
             " `InvalidAnnotation` names every problem of a job, once per change;"
             " `autoscaler validate -f job.yaml` prints them before the job is created.\n",
             "\n".join(rows) + "\n",
+            *_operator_annotations(),
         ]
     )
+
+
+def _operator_annotations() -> list[str]:
+    """The annotations the operator reads on a job (`OperatorAnnotations`), by mode."""
+    rows = [
+        "| mode | annotation | value | default | meaning | an invalid value |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, field in OperatorAnnotations.model_fields.items():
+        how = setting(name)
+        mode = f"[{how.mode.name}]({how.mode.page})"
+        meaning = " ".join(str(field.description).split())
+        invalid = f"condition `{how.mode.condition}` False, Warning Event `{how.mode.reason}`"
+        cells = [mode, f"`{field.alias}`", how.value, _json(field.default), meaning, invalid]
+        rows.append(f"| {' | '.join(cells)} |")
+    return [
+        "## Read by the operator\n",
+        "The operator reads these annotations on a PyTorchJob to run a mode beside its workers;"
+        " absent, each takes its default. An invalid value, or a job its mode cannot run, sets"
+        " the mode's condition False and a Warning Event of its reason says why, once per change;"
+        " no pods are created until it is fixed.\n",
+        "\n".join(rows) + "\n",
+    ]
 
 
 def _json(value: Any) -> str:

@@ -5,6 +5,7 @@ from datetime import datetime
 from typing import Any
 
 from autoscaler.api import coordinates as c
+from autoscaler.api import operator_annotations as oa
 from autoscaler.api.models import JSON
 from autoscaler.api.timestamps import format_timestamp
 
@@ -14,8 +15,8 @@ SUCCEEDED, SUSPENDED, FAILED = "Succeeded", "Suspended", "Failed"
 HPA_CONDITION = "HorizontalPodAutoscaler"
 GANG_CONDITION = c.CONDITION_GANG_SCHEDULED
 QUOTA_CONDITION = c.CONDITION_QUOTA_ADMITTED
-FAULT_TOLERANCE = "FaultTolerance"  # False while the torchft annotation cannot be run
-RENDEZVOUS = "Rendezvous"  # False while the rendezvous store annotation cannot be run
+FAULT_TOLERANCE = oa.FAULT_TOLERANCE.condition  # False while the torchft annotation cannot be run
+RENDEZVOUS = oa.RENDEZVOUS.condition  # False while the rendezvous store annotation cannot be run
 REASON_PREFIX = "PyTorchJob"
 
 

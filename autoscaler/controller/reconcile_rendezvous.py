@@ -4,7 +4,7 @@ one, replaced when it ends, and the `Rendezvous` condition while the annotation 
 What a store looks like is `rendezvous.py`'s; this module decides when to write it.
 """
 
-from autoscaler.controller import conditions as cond
+from autoscaler.api import operator_annotations as oa
 from autoscaler.controller import rendezvous
 from autoscaler.controller.pods import is_terminating, phase
 from autoscaler.controller.reconcile_pass import PlanningPass
@@ -16,7 +16,7 @@ def check_rendezvous(p: PlanningPass) -> bool:
     problem = rendezvous.problem(p.job)
     if problem is None and p.own_store and p.fault_tolerant:
         problem = f"{rendezvous.ANNOTATION} is for torchrun: a torchft job has no rendezvous"
-    return p.side_problem(problem, type_=cond.RENDEZVOUS, reason="InvalidRendezvous")
+    return p.side_problem(problem, type_=oa.RENDEZVOUS.condition, reason=oa.RENDEZVOUS.reason)
 
 
 def reconcile_store(p: PlanningPass) -> None:

@@ -5,6 +5,7 @@ invalid.
 What a lighthouse looks like is `torchft.py`'s; this module decides when to write it.
 """
 
+from autoscaler.api import operator_annotations as oa
 from autoscaler.api.models import JSON
 from autoscaler.controller import conditions as cond
 from autoscaler.controller import torchft
@@ -15,9 +16,8 @@ from autoscaler.controller.reconcile_pass import PlanningPass
 def check_fault_tolerance(p: PlanningPass) -> bool:
     """A Warning and a False `FaultTolerance` condition while the torchft settings are
     invalid (True: invalid)."""
-    return p.side_problem(
-        torchft.problem(p.job), type_=cond.FAULT_TOLERANCE, reason="InvalidFaultTolerance"
-    )
+    mode = oa.FAULT_TOLERANCE
+    return p.side_problem(torchft.problem(p.job), type_=mode.condition, reason=mode.reason)
 
 
 def reconcile_lighthouse(p: PlanningPass) -> str | None:

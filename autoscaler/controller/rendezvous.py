@@ -12,12 +12,13 @@ re-form. A store that ends is replaced; its workers' agents fail their rendezvou
 """
 
 from autoscaler.api import coordinates as c
+from autoscaler.api import operator_annotations as oa
 from autoscaler.api.models import JSON, PyTorchJob
 from autoscaler.controller.naming import job_labels, owner_reference
 from autoscaler.controller.side_pods import side_pod
 
-ANNOTATION = "elastic-autoscaler.io/rendezvous"
-STORE = "store"  # the one supported value
+ANNOTATION = c.ANNOTATION_RENDEZVOUS  # declared in autoscaler.api.operator_annotations
+STORE = c.RENDEZVOUS_STORE
 STORE_TYPE = "rendezvous"  # its replica-type label: no Worker or Master slot counts it
 STATUS_KEY = "Rendezvous"  # its counts in status.replicaStatuses
 PORT = 29400  # torchrun's customary rendezvous port
@@ -36,14 +37,16 @@ def requested(job: PyTorchJob) -> bool:
 
 
 def problem(job: PyTorchJob) -> str | None:
-    """Why the job's rendezvous store cannot be run, if it cannot."""
-    value = (job.metadata.annotations or {}).get(ANNOTATION)
-    if value is None:
+    """Why the job's rendezvous store cannot be run, if it cannot: its annotation first, then
+    the job's spec."""
+    if not requested(job):
         return None
+    _, invalid = oa.read_operator_annotations(job.metadata.annotations or {})
+    refused = [i.message for i in invalid if i.mode is oa.RENDEZVOUS]
     policy = job.spec.elastic_policy
     backend = (policy.rdzv_backend if policy else None) or c.DEFAULT_RDZV_BACKEND
     checks = [
-        (value != STORE, f'{ANNOTATION} must be "{STORE}", not "{value}"'),
+        *((True, message) for message in refused),
         (policy is None, f"{ANNOTATION} needs spec.elasticPolicy: a store serves torchrun agents"),
         (
             policy is not None and (policy.rdzv_host or policy.rdzv_port) is not None,

@@ -11,6 +11,7 @@ restarted: it heals from the job's checkpoint.
 
 from autoscaler import fault_tolerance as ft
 from autoscaler.api import coordinates as c
+from autoscaler.api import operator_annotations as oa
 from autoscaler.api.models import JSON, PyTorchJob
 from autoscaler.controller.env import procs_per_node, pytorch_port
 from autoscaler.controller.naming import job_labels, owner_reference
@@ -18,6 +19,8 @@ from autoscaler.controller.side_pods import side_pod
 
 LIGHTHOUSE_TYPE = "lighthouse"  # its replica-type label: no Worker or Master slot counts it
 STATUS_KEY = "Lighthouse"  # its counts in status.replicaStatuses
+# Not a job annotation (not in autoscaler.api.operator_annotations): the operator stamps it on the
+# worker pods it creates and reads it back from them only.
 ANNOTATION_LIGHTHOUSE_UID = "elastic-autoscaler.io/torchft-lighthouse-uid"
 # It holds no model: torch's import and torchft's Rust server (about 250 MB resident, measured).
 LIGHTHOUSE_RESOURCES = {"requests": {"cpu": "50m", "memory": "256Mi"}}
@@ -32,18 +35,14 @@ def _annotations(job: PyTorchJob) -> dict[str, str]:
 
 
 def problem(job: PyTorchJob) -> str | None:
-    """Why the job's torchft settings cannot be run, if they cannot."""
-    annotations = _annotations(job)
-    value = annotations.get(ft.ANNOTATION)
-    if value is None:
+    """Why the job's torchft settings cannot be run, if they cannot: the mode's annotation
+    first, then the job's spec, then the lighthouse timeouts."""
+    if not requested(job):
         return None
-    bad_timeouts = [
-        f'{name} must be a positive number of milliseconds, not "{annotations[name]}"'
-        for name in ft.TIMEOUT_ANNOTATIONS
-        if name in annotations and not _positive_int(annotations[name])
-    ]
+    _, invalid = oa.read_operator_annotations(_annotations(job))
+    refused = {i.key: i.message for i in invalid if i.mode is oa.FAULT_TOLERANCE}
     checks = [
-        (value != ft.TORCHFT, f'{ft.ANNOTATION} must be "{ft.TORCHFT}", not "{value}"'),
+        *((True, message) for key, message in refused.items() if key == ft.ANNOTATION),
         (
             job.spec.elastic_policy is None,
             f"{ft.ANNOTATION} needs spec.elasticPolicy: torchft resizes elastic jobs only",
@@ -56,25 +55,22 @@ def problem(job: PyTorchJob) -> str | None:
             procs_per_node(job) > 1,
             f"{ft.ANNOTATION} runs one process per pod: nprocPerNode must be 1 or unset",
         ),
-        *((True, message) for message in bad_timeouts),
+        *((True, message) for key, message in refused.items() if key != ft.ANNOTATION),
     ]
     return next((message for failed, message in checks if failed), None)
 
 
-def _positive_int(text: str) -> bool:
-    return text.isdigit() and int(text) > 0
-
-
 def lighthouse_args(job: PyTorchJob) -> list[str]:
     assert job.spec.elastic_policy is not None
-    args = [
+    found, _ = oa.read_operator_annotations(_annotations(job))
+    return [
         ft.LIGHTHOUSE_COMMAND,
         f"--bind=[::]:{ft.LIGHTHOUSE_PORT}",
         f"--min_replicas={job.spec.elastic_policy.min_replicas}",
+        f"--heartbeat_timeout_ms={found.heartbeat_timeout_ms}",
+        f"--join_timeout_ms={found.join_timeout_ms}",
+        f"--quorum_tick_ms={found.quorum_tick_ms}",
     ]
-    for name, (flag, default) in ft.TIMEOUT_ANNOTATIONS.items():
-        args.append(f"{flag}={_annotations(job).get(name, default)}")
-    return args
 
 
 def lighthouse_labels(job: PyTorchJob) -> dict[str, str]:
