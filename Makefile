@@ -46,8 +46,8 @@ testenv: ## build kube-apiserver, kube-controller-manager, kube-scheduler, kubec
 training-env: ## install PyTorch for the training scenarios' pods (cached outside the repo)
 	testenv/torch.sh
 
-test: $(STAMP) system-deps testenv training-env ## set everything up, then run the whole suite
-	$(BIN)/python -m pytest
+test: $(STAMP) system-deps testenv training-env ## set everything up, then run the whole suite: unit and integration tiers in two processes, then e2e; each phase's minutes printed
+	$(BIN)/python -m tests.suite
 
 E2E_REPORT := $(VENV)/e2e-report.jsonl
 e2e: $(STAMP) system-deps testenv training-env ## only the real-training scenarios, then their figures

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 import pytest
 
-_RECOVERIES = pytest.StashKey[list["Recovery"]]()
+# A test's lines travel on its report, so they reach the summary from pytest-xdist's workers too.
+_PROPERTY = "fault matrix"
+_LINES: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,7 @@ def recovery(request: pytest.FixtureRequest) -> Record:
     """`recovery(case, seconds, outcome)` adds a line to the run's fault matrix section."""
 
     def record(case: str, seconds: float, outcome: str) -> None:
-        request.config.stash.setdefault(_RECOVERIES, []).append(Recovery(case, seconds, outcome))
+        request.node.user_properties.append((_PROPERTY, Recovery(case, seconds, outcome).line))
 
     return record
 
@@ -45,11 +47,13 @@ def stopwatch() -> Iterator[Callable[[], float]]:
     yield lambda: time.monotonic() - start
 
 
-def pytest_terminal_summary(
-    terminalreporter: pytest.TerminalReporter, config: pytest.Config
-) -> None:
-    recoveries = config.stash.get(_RECOVERIES, [])
-    if recoveries:
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "teardown":  # the last report of a test: it carries every line recorded
+        _LINES.extend(line for name, line in report.user_properties if name == _PROPERTY)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _LINES:
         terminalreporter.section("fault matrix")
-        for recovery in recoveries:
-            terminalreporter.write_line(recovery.line)
+        for line in _LINES:
+            terminalreporter.write_line(line)

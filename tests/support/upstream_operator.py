@@ -15,18 +15,20 @@ what a test cluster lacks replaced:
 - it runs with the admin kubeconfig, its metrics and probes on free ports.
 
 The manager reads its serving certificate from a fixed directory (`CERT_DIR`), so one runs on a
-machine at a time.
+machine at a time: a manager holds `CERT_LOCK` from its start to its stop, and a test process
+(pytest-xdist runs two) that wants another waits for it.
 """
 
 from __future__ import annotations
 
 import base64
 import copy
+import fcntl
 import shutil
 import subprocess
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
@@ -50,6 +52,7 @@ SERVICE = "training-operator"  # its --webhook-service-name default
 WEBHOOK_CONFIGURATION = "validator.training-operator.kubeflow.org"  # patch.yaml's name
 # Upstream's fixed directory (`pkg/cert`), where its webhook server also reads them (TMPDIR unset).
 CERT_DIR = Path("/tmp") / "k8s-webhook-server" / "serving-certs"
+CERT_LOCK = CERT_DIR.parent.with_suffix(".lock")
 CERTIFICATE_FILES = ("ca.crt", "tls.crt", "tls.key")
 SECRETS = Resource("", "v1", "secrets")
 WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
@@ -89,8 +92,18 @@ class UpstreamOperator:
         )
         self.log = workdir / "training-operator.log"
         self._proc: subprocess.Popen[bytes] | None = None
+        self._lock: IO[bytes] | None = None
 
     def start(self, *, timeout: float = 120.0) -> None:
+        self._lock = CERT_LOCK.open("ab")
+        fcntl.flock(self._lock, fcntl.LOCK_EX)  # released by stop(), or when this process ends
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         mapper = RestMapper(self.kube)
         for obj in (
@@ -130,6 +143,9 @@ class UpstreamOperator:
         if self._proc is not None:
             stop_process(self._proc)
             self._proc = None
+        if self._lock is not None:
+            self._lock.close()  # closing the file releases its lock
+            self._lock = None
 
     def ready(self) -> bool:
         try:
