@@ -65,8 +65,8 @@ FUZZ_CASES ?= 1000
 fuzz: $(STAMP) testenv ## generated manifests judged by a real API server and by `autoscaler validate` (FUZZ_CASES, FUZZ_SEED)
 	FUZZ_CASES=$(FUZZ_CASES) $(BIN)/python -m tests.fuzz
 
-test-unit: $(STAMP) ## only the tests that need no servers
-	$(BIN)/python -m pytest -m 'not integration'
+test-unit: $(STAMP) ## only the tests that need no servers (two pytest-xdist processes)
+	$(BIN)/python -m pytest -m 'not integration' -n 2
 
 bench-operator: $(STAMP) system-deps testenv ## benchmark the operator: 500 jobs x 8 workers vs raw creates
 	$(BIN)/python -m benchmarks.bench_operator

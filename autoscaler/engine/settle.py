@@ -15,6 +15,7 @@ from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.ports import JobKey, ManagedJob
 from autoscaler.engine.recovery import recover, recovering, running_count
 from autoscaler.engine.state import JobState, Point, Step, StepName
+from autoscaler.engine.waiting import waiting
 from autoscaler.policies.rounding import ceil_count, floor_count
 
 # Hold reasons other modules tell apart.
@@ -202,16 +203,22 @@ def stabilise(
     )
 
 
+def starting(job: ManagedJob, state: JobState) -> bool:
+    """A waiting job none of whose workers runs: its start, at any size, stops nobody."""
+    return waiting(job, state) and job.active == 0
+
+
 def rate_limit(
-    job: ManagedJob, _: JobState, replicas: int, *, now: datetime, config: SettleConfig
+    job: ManagedJob, state: JobState, replicas: int, *, now: datetime, config: SettleConfig
 ) -> Step | None:
-    """At most so many workers more or fewer than now per decision."""
+    """At most so many workers more or fewer than now per decision (a waiting job starts at any
+    size)."""
     current = job.replicas
     up = current + max(
         config.scale_up_max_pods, ceil_count(current * config.scale_up_max_percent / 100)
     )
     down = current - max(1, floor_count(current * config.scale_down_max_percent / 100))
-    if replicas > up:
+    if replicas > up and not starting(job, state):
         return Step(
             name=StepName.RATE_LIMIT,
             replicas=up,
@@ -244,9 +251,10 @@ def allowed_count(
 
 
 def pending(
-    job: ManagedJob, _: JobState, replicas: int, *, now: datetime, config: SettleConfig
+    job: ManagedJob, state: JobState, replicas: int, *, now: datetime, config: SettleConfig
 ) -> Step | None:
-    """No scale-up while the job's pods, its gang or its quota wait."""
+    """No scale-up while the job's pods, its gang or its quota wait (a waiting job's pods wait
+    for its start: the policy may start it larger)."""
     if replicas > job.replicas and job.gang_waiting:
         message = "its gang (PodGroup) is not placed yet: no scale-up until it is"
         return Step(
@@ -257,7 +265,7 @@ def pending(
         return Step(
             name=StepName.PENDING, replicas=job.replicas, reason="QuotaPending", message=message
         )
-    if replicas > job.replicas and job.active < job.replicas:
+    if replicas > job.replicas and job.active < job.replicas and not starting(job, state):
         message = f"only {job.active} of {job.replicas} workers run: no scale-up until they do"
         return Step(
             name=StepName.PENDING, replicas=job.replicas, reason="PodsPending", message=message

@@ -171,6 +171,27 @@ def test_settle_steps(the_job: ManagedJob, wish: int, replicas: int, reason: str
     assert settled.steps[0] == proposal(wish)
 
 
+@pytest.mark.parametrize(
+    ("the_job", "wish", "replicas", "reason"),
+    [
+        # Preemptible, never ran, nothing placed: it waits for the policy, which starts it at
+        # any size (past the rate limit and its own pods, which wait for that start).
+        (job(preemptible=True, replicas=1, active=0), 8, 8, "OptimalAllocation"),
+        (job(preemptible=True, replicas=1, active=0, max_replicas=6), 8, 6, "TooManyReplicas"),
+        # Not preemptible: today's admission, at its count once its pods run.
+        (job(replicas=1, active=0), 8, 1, "PodsPending"),
+        # A worker placed, starting: the job has started, and the limits apply.
+        (job(preemptible=True, replicas=1, active=0, unready=1), 8, 1, "PodsPending"),
+        (job(preemptible=True, replicas=1, active=1), 8, 3, "ScaleUpLimited"),
+    ],
+)
+def test_a_waiting_job_starts_at_the_size_the_policy_chose(
+    the_job: ManagedJob, wish: int, replicas: int, reason: str
+) -> None:
+    settled = run(the_job, wish, JobState(replicas=1))
+    assert (settled.replicas, settled.reason) == (replicas, reason)
+
+
 @pytest.mark.parametrize("slack", [1 - 1e-12, 1.0, 1 + 1e-12])
 def test_rate_limits_at_an_exact_share_do_not_hang_on_the_last_bits(slack: float) -> None:
     """75 % of 4 workers is exactly 3 up, 25 % of 8 exactly 2 down, either side of it."""
