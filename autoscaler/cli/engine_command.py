@@ -149,7 +149,7 @@ def runner_from(config: EngineConfig, *, name: str, policy: Policy) -> PolicyRun
     A process by default because a plug-in is foreign code: a hung call in a thread pins that
     thread for good (no decision ever again) and a leak in it grows the engine until its pod is
     OOM-killed; a worker is killed and replaced instead. Its cost is a copy of the snapshot
-    each way (see docs/policies.md for the figure at 5,000 jobs)."""
+    each way (`make bench-scale` measures it at 5,000 jobs)."""
     selection = config.policy
     if selection.isolation == "thread":
         return ThreadRunner(policy, name=name, timeout=selection.timeout_seconds)
