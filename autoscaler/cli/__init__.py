@@ -24,7 +24,7 @@ from autoscaler.cli.pod_settings import SettingsError, add_pod_arguments, pod_se
 from autoscaler.cli.simulate_command import add_simulate_command
 from autoscaler.clients.jobs import managed_job
 from autoscaler.clients.kubeconfig import KubeconfigError
-from autoscaler.controller import torchft
+from autoscaler.controller import rendezvous, torchft
 from autoscaler.controller.builders import desired_objects
 from autoscaler.controller.gang import gang_scheduler
 from autoscaler.engine.config import ConfigError, EngineConfig, load_config
@@ -127,7 +127,7 @@ def annotation_problems(job: dict[str, Any], *, namespace: str, config: EngineCo
     """Every problem the operator or the engine would raise on the job's annotations (as an
     Event or a condition), in the namespace the job would be created in."""
     view = operator_view(job, namespace=namespace)
-    operator = [problem] if (problem := torchft.problem(view)) else []
+    operator = [problem for mode in (torchft, rendezvous) if (problem := mode.problem(view))]
     metadata = {
         **job.get("metadata", {}),
         "namespace": view.metadata.namespace,

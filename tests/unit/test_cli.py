@@ -218,6 +218,7 @@ OWN_QUERY = 'sum(rate(x{{namespace="{namespace}", job_name="{name}"}}[{window}])
             [],
             ['fault-tolerance must be "torchft"', "total-samples '-3' is not a positive number"],
         ),
+        ({"elastic-autoscaler.io/rendezvous": "own"}, [], ['rendezvous must be "store"']),
     ],
 )
 def test_validate_reports_every_annotation_problem_and_exits_1(
