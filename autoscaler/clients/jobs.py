@@ -9,7 +9,6 @@ from autoscaler import fault_tolerance, torchrun
 from autoscaler.api import coordinates as c
 from autoscaler.api.annotations import Bounds, Report, read_annotations
 from autoscaler.api.defaults import default_bounds
-from autoscaler.api.operator_annotations import read_operator_annotations
 from autoscaler.api.quantity import parse_resources
 from autoscaler.api.timestamps import parse_timestamp
 from autoscaler.engine.ports import HpaCondition, HpaStatus, JobKey, ManagedJob, Owner
@@ -38,7 +37,9 @@ def managed_job(obj: JSON) -> ManagedJob | None:
     queue = (metadata.get("labels") or {}).get(c.LABEL_KUEUE_QUEUE_NAME, "")
     status = obj.get("status") or {}
     # torchft mode: a resize pauses the survivors about a second and spends no torchrun restart.
-    torchft = read_operator_annotations(annotations)[0].fault_tolerance == fault_tolerance.TORCHFT
+    # The declaration reads any other value as invalid, hence not torchft: this equality is its
+    # reading, without building the operator's model for every job every round.
+    torchft = annotations.get(fault_tolerance.ANNOTATION) == fault_tolerance.TORCHFT
     return ManagedJob(
         namespace=metadata.get("namespace", ""),
         name=metadata["name"],
