@@ -80,13 +80,16 @@ def accounted(
 
 
 def rescaled(state: JobState, *, to: int, now: datetime) -> JobState:
-    """The state after the job's count changed to `to` (by the engine or anyone else)."""
-    shrunk = state.replicas is not None and to < state.replicas
+    """The state after the job's count changed to `to` (by the engine or anyone else). Each
+    rescale of a running job counts as one torchrun restart, the most it can spend: a scale-down
+    fails the survivors' workers, and a scale-up does when an agent sees a worker crash on the
+    re-forming world before the newcomer (the e2e restart-budget scenario measures both)."""
+    resized = state.replicas is not None and to != state.replicas
     return state.model_copy(
         update={
             "last_rescale": now,
             "rescales": state.rescales + 1,
-            "restarts_spent": state.restarts_spent + shrunk,
+            "restarts_spent": state.restarts_spent + resized,
             "replicas": to,
         }
     )
@@ -147,7 +150,7 @@ def _budget_spent(max_restarts: int) -> str:
     if max_restarts == 0:
         spent = "no torchrun restarts to spend (maxRestarts unset or 0)"
     else:
-        spent = f"all {max_restarts} torchrun restarts spent on scale-downs"
+        spent = f"all {max_restarts} torchrun restarts spent on rescales (one each at most)"
     return f"{spent}: a rescale could fail every worker"
 
 

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.timeout(900)
 BASE = 64
 WORK = 24_000  # samples at B0
 LEARNING_RATE = 0.01 * BASE / 128  # the example's rate for B0
+OFFLINE_BATCHES = 64  # at each checkpoint; the e2e tier runs alone, so both cores are free
 GOODPUT = ["--base-batch=64", "--max-local-batch=256", "--max-global-batch=2048"]
 
 
@@ -56,7 +57,7 @@ class Snapshots:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(0.5):
+        while not self._stop.wait(0.1):
             try:
                 changed = self.source.stat().st_mtime
                 if changed != self._seen:
@@ -118,10 +119,10 @@ def test_a_goodput_job_measures_its_noise_adapts_and_finishes_its_work(
             "-m",
             "benchmarks.goodput_phi",
             str(BASE),
-            "100",
+            str(OFFLINE_BATCHES),
             *map(str, copies),
         ],
-        env={"PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+        env={"PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "2", "PATH": "/usr/bin:/bin"},
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

@@ -130,8 +130,9 @@ def test_a_job_grows_shrinks_for_a_second_job_and_both_complete(scenario: Scenar
     (1..4 workers) as it learns its curve, by several pods in one write once it may; then
     `second` (2..4) arrives and cannot fit: the engine shrinks `first` so the minimum of `second`
     is scheduled. Worker-0 of `first` is never replaced; nothing counts as a failure. `first` has
-    `maxRestarts: 1`, which the scale-down spends: when `second` is done the engine leaves
-    `first` where it is rather than risk a rescale with no restart left. The engine sizes both
+    `maxRestarts: 3`, which its three rescales may spend (one each at most, the engine's count):
+    when `second` is done the engine leaves `first` where it is rather than risk a rescale with no
+    restart left. The engine sizes both
     by the work they declared, its remaining samples those the training counts; both finish
     their work and their pods are handled per cleanPodPolicy (All: deleted; Running: the
     Succeeded stay)."""
@@ -143,7 +144,7 @@ def test_a_job_grows_shrinks_for_a_second_job_and_both_complete(scenario: Scenar
                 replicas=1,
                 low=1,
                 high=4,
-                max_restarts=1,
+                max_restarts=3,
                 clean_pod_policy="All",
                 total_samples=FIRST_SAMPLES,
             )

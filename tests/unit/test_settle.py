@@ -94,7 +94,7 @@ def test_a_count_changed_by_someone_else_counts_as_a_rescale() -> None:
     after = observe(
         job(replicas=6, active=6), JobState(replicas=4), reading=1.0, now=NOW, config=CONFIG
     )
-    assert (after.last_rescale, after.rescales, after.restarts_spent) == (NOW, 1, 0)
+    assert (after.last_rescale, after.rescales, after.restarts_spent) == (NOW, 1, 1)
     shrunk = observe(
         job(replicas=2, active=2), JobState(replicas=4), reading=1.0, now=NOW, config=CONFIG
     )
@@ -103,11 +103,12 @@ def test_a_count_changed_by_someone_else_counts_as_a_rescale() -> None:
 
 @pytest.mark.parametrize(
     ("before", "to", "spent"),
-    [(4, 6, 0), (4, 2, 1), (4, 4, 0), (None, 3, 0)],
+    [(4, 6, 1), (4, 2, 1), (4, 4, 0), (None, 3, 0)],
 )
-def test_only_scale_downs_spend_a_torchrun_restart(before: int | None, to: int, spent: int) -> None:
+def test_every_resize_counts_as_a_torchrun_restart(before: int | None, to: int, spent: int) -> None:
     """Measured on real torchrun: a scale-down fails every surviving worker once; a scale-up
-    re-forms the world through the rendezvous, which torchrun does not count."""
+    re-forms the world through the rendezvous, which torchrun counts when an agent sees a
+    worker's crash before the newcomer. The engine counts the most either can spend."""
     state = rescaled(JobState(replicas=before, restarts_spent=1), to=to, now=NOW)
     assert (state.restarts_spent, state.replicas, state.last_rescale) == (1 + spent, to, NOW)
 
