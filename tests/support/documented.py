@@ -9,14 +9,15 @@ from typing import Any
 
 from tests.support.conformance import Difference
 
-Value = Callable[[Any], bool]
+Value = Callable[..., bool]  # the value, then `where`'s named groups as keywords
 
 
 @dataclass(frozen=True)
 class Known:
     """One documented difference: `where` (a regular expression the whole labelled path must
     match), a rule for this operator's value and one for upstream's, and the words of the
-    PyTorchJob reference that state it (checked to be there)."""
+    PyTorchJob reference that state it (checked to be there). A rule also gets the named groups
+    of `where` as keywords, so a value can be judged against the object it sits on."""
 
     where: str
     ours: Value
@@ -25,28 +26,32 @@ class Known:
 
     def explains(self, found: Difference) -> bool:
         path, ours, theirs = found
-        return (
-            re.fullmatch(self.where, path) is not None and self.ours(ours) and self.theirs(theirs)
-        )
+        match = re.fullmatch(self.where, path)
+        if match is None:
+            return False
+        groups = match.groupdict()
+        return bool(self.ours(ours, **groups) and self.theirs(theirs, **groups))
 
 
-def absent(value: Any) -> bool:
+def absent(value: Any, **_: str) -> bool:
     return value is None
 
 
 def equal(expected: Any) -> Value:
-    return lambda value: value == expected
+    return lambda value, **_: value == expected
 
 
 def env_var(name: str, value: Value) -> Value:
     """An environment variable `name` whose value satisfies `value`."""
-    return lambda var: isinstance(var, dict) and var.get("name") == name and value(var.get("value"))
+    return lambda var, **_: (
+        isinstance(var, dict) and var.get("name") == name and value(var.get("value"))
+    )
 
 
 def rendezvous_config(**expected: str) -> Value:
     """Text that parses as torchrun's `--rdzv-conf` (`k=v,...`) into exactly `expected`."""
 
-    def parses(text: Any) -> bool:
+    def parses(text: Any, **_: str) -> bool:
         pairs = [item.split("=", 1) for item in str(text).split(",")]
         return (
             all(len(p) == 2 for p in pairs)
@@ -59,7 +64,7 @@ def rendezvous_config(**expected: str) -> Value:
 
 def messages(*patterns: str) -> Value:
     """The distinct messages of one kind of Event: exactly one matching each pattern, in order."""
-    return lambda found: (
+    return lambda found, **_: (
         isinstance(found, list)
         and len(found) == len(patterns)
         and all(re.fullmatch(p, m) for p, m in zip(patterns, found, strict=True))
@@ -81,14 +86,9 @@ def packing_of(job: str) -> dict[str, Any]:
     return {"podAffinity": {PREFERRED: [{"weight": 100, "podAffinityTerm": term}]}}
 
 
-def packing(found: Any) -> bool:
-    """Exactly `packing_of` a job, for any job name."""
-    try:
-        term = found["podAffinity"][PREFERRED][0]["podAffinityTerm"]
-        job = term["labelSelector"]["matchLabels"]["training.kubeflow.org/job-name"]
-    except (KeyError, IndexError, TypeError):
-        return False
-    return re.fullmatch(JOB, str(job)) is not None and found == packing_of(job)
+def packing(found: Any, *, job: str) -> bool:
+    """Exactly `packing_of` the job whose worker the pod is."""
+    return bool(found == packing_of(job))
 
 
 JOB = r"[a-z0-9-]+"
@@ -102,7 +102,7 @@ FAILED_WORKER = r"worker failed, (OnFailure|Never|ExitCode retryable|ExitCode pe
 
 DOCUMENTED: tuple[Known, ...] = (
     Known(
-        rf"objects [^:]+: Pod/{JOB}-worker-\d+\.spec\.affinity",
+        rf"objects [^:]+: Pod/(?P<job>{JOB})-worker-\d+\.spec\.affinity",
         packing,
         absent,
         "get a preferred pod affinity to the job's own workers",

@@ -195,6 +195,7 @@ TERM = PACKED["podAffinity"][PREFERRED][0]
         ),
         ((AFFINITY, {**PACKED, "nodeAffinity": {}}, None), False),
         ((AFFINITY, packing_of("J_"), None), False),
+        ((AFFINITY, packing_of("other"), None), False),  # packs with another job's workers
         ((AFFINITY.replace("worker-1", "master-0"), PACKED, None), False),
         # upstream's status-update Warning beside its restart one, only where a worker restarts
         (
