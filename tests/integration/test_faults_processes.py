@@ -425,9 +425,8 @@ def test_engine_killed_around_its_scale_write_rescales_once_and_keeps_the_cooldo
 
 class LabelWriter:
     """Writes a counter into one label of a job every 50 ms, and on demand (`write`): merge
-    patches, never refused, but each moves the job's resourceVersion. (As fast as the server
-    took them, 35 a second, the engine needed 27 attempts for two /scale writes and the case
-    took 30 s instead of 16.)"""
+    patches, never refused, but each moves the job's resourceVersion. (Paced, so the engine's
+    /scale writes still land within the case's time: unpaced, they conflicted again and again.)"""
 
     LABEL = "faults.test/writes"
 

@@ -9,7 +9,7 @@ gets to the init (the kernel delivers them only if the init handles them, as in 
 SIGKILL always), and exits as the init did, re-raising its signal. If this process is SIGKILLed,
 the init gets SIGKILL too (PR_SET_PDEATHSIG), so no container outlives its handle.
 
-Standard library only, and no site packages (`-S`): it starts in ~20 ms with any interpreter.
+Standard library only, and no site packages (`-S`), so it starts at once with any interpreter.
 """
 
 from __future__ import annotations
