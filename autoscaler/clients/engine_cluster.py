@@ -36,8 +36,8 @@ NODES = Resource("", "v1", "nodes")
 SCALE_ATTEMPTS = 3
 SYNC_TIMEOUT = 60.0  # s for the first LISTs; past it the round fails and the next one waits again
 # Server-side timeout of the informers' watches: each re-opens that often (one request, in
-# whichever round it falls), within client-go's reflectors' 5-10 min, so a long round
-# (`make bench-scale`) re-opens each watch at most once.
+# whichever round it falls), within client-go's reflectors' 5-10 min: a round shorter than
+# that re-opens each watch at most once (`make bench-scale` counts requests per round).
 WATCH_SECONDS = 300
 log = logging.getLogger(__name__)
 
