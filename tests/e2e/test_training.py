@@ -385,7 +385,8 @@ def restart_units(job: TrainingJob, *, after: float) -> int:
 def test_the_engine_never_spends_the_torchrun_restart_budget(scenario: Scenario) -> None:
     """What a rescale costs in torchrun restarts (`--max-restarts`, per agent, never refilled),
     measured by hand-written /scale on a job the engine leaves alone: at most one per rescale
-    (scale-downs spent one in some runs and none in others; scale-ups none). The writes include
+    (scale-downs spent one in some runs and none in others, and so, more rarely, did scale-ups:
+    the engine counts one for every rescale). The writes include
     a scale-up by two pods and one-pod scale-ups to the same size, to compare their stalls. A
     job with no `maxRestarts` has torchrun's default, 0: the engine never rescales it. (A job
     whose scale-downs spent its budget: the first test.)"""
