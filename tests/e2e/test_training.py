@@ -132,10 +132,9 @@ def test_a_job_grows_shrinks_for_a_second_job_and_both_complete(scenario: Scenar
     is scheduled. Worker-0 of `first` is never replaced; nothing counts as a failure. `first` has
     `maxRestarts: 3`, which its three rescales may spend (one each at most, the engine's count):
     when `second` is done the engine leaves `first` where it is rather than risk a rescale with no
-    restart left. The engine sizes both
-    by the work they declared, its remaining samples those the training counts; both finish
-    their work and their pods are handled per cleanPodPolicy (All: deleted; Running: the
-    Succeeded stay)."""
+    restart left. The engine sizes both by the work they declared, its remaining samples those
+    the training counts; both finish their work and their pods are handled per cleanPodPolicy
+    (All: deleted; Running: the Succeeded stay)."""
     scenario.nodes(2)
     first, second = scenario.job("first"), scenario.job("second")
     with scenario.engine() as engine:
@@ -386,10 +385,10 @@ def test_the_engine_never_spends_the_torchrun_restart_budget(scenario: Scenario)
     """What a rescale costs in torchrun restarts (`--max-restarts`, per agent, never refilled),
     measured by hand-written /scale on a job the engine leaves alone: at most one per rescale
     (scale-downs spent one in some runs and none in others, and so, more rarely, did scale-ups:
-    the engine counts one for every rescale). The writes include
-    a scale-up by two pods and one-pod scale-ups to the same size, to compare their stalls. A
-    job with no `maxRestarts` has torchrun's default, 0: the engine never rescales it. (A job
-    whose scale-downs spent its budget: the first test.)"""
+    the engine counts one for every rescale). The writes include a scale-up by two pods and
+    one-pod scale-ups to the same size, to compare their stalls. A job with no `maxRestarts` has
+    torchrun's default, 0: the engine never rescales it. (A job whose rescales spent its budget:
+    the first test.)"""
     scenario.nodes(2)
     costs = scenario.job("costs")
     manifest = costs.manifest(replicas=2, low=1, high=4, max_restarts=10, total_samples=160_000)

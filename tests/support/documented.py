@@ -166,7 +166,7 @@ DOCUMENTED: tuple[Known, ...] = (
     Known(
         EVENTS.format(case=ANY_CASE, kind="Warning/FailedCreatePod"),
         absent,
-        lambda found: (
+        lambda found, **_: (
             isinstance(found, list)
             and bool(found)
             and all(
@@ -179,7 +179,7 @@ DOCUMENTED: tuple[Known, ...] = (
     Known(
         EVENTS.format(case=ANY_CASE, kind="Warning/FailedCreateService"),
         absent,
-        lambda found: (
+        lambda found, **_: (
             isinstance(found, list)
             and bool(found)
             and all(
