@@ -78,10 +78,10 @@ class JobSnapshot(BaseModel):
     # size failed with a traceback (found by tests/unit/test_cli_inputs_fuzz.py).
     model_config = ConfigDict(frozen=True, extra="allow", allow_inf_nan=False)
 
-    namespace: str
-    name: str
-    min_replicas: PositiveInt
-    max_replicas: PositiveInt
+    namespace: str = Field(description="the job's namespace; `key` is (namespace, name)")
+    name: str = Field(description="the job's name")
+    min_replicas: PositiveInt = Field(description="the fewest workers the job may run at")
+    max_replicas: PositiveInt = Field(description="the most workers (never below min_replicas)")
     replicas: PositiveInt = Field(description="the job's current worker count (its /scale spec)")
     resources_per_replica: dict[str, NonNegativeFloat] = Field(
         default_factory=dict, description="requests of one worker pod, e.g. {'nvidia.com/gpu': 4}"
@@ -96,7 +96,9 @@ class JobSnapshot(BaseModel):
         default_factory=dict,
         description="seconds since each count's throughput was last observed (absent = fresh)",
     )
-    age_seconds: NonNegativeFloat = 0.0
+    age_seconds: NonNegativeFloat = Field(
+        default=0.0, description="seconds since the job was created"
+    )
     seconds_since_rescale: NonNegativeFloat | None = Field(
         default=None, description="None when the job was never rescaled"
     )
