@@ -1,6 +1,6 @@
-"""The hand-written lists in the docs match the code: the metrics table (the registries the engine
-and the operator build), the operator's flag table (its argument parser) and the policy table
-(the policy registry)."""
+"""The hand-written lists in the docs match the code: the metrics tables (the registries the
+engine, the operator and the training helper build), the operator's flag table (its argument
+parser) and the policy table (the policy registry)."""
 
 import argparse
 import dataclasses
@@ -19,6 +19,7 @@ from autoscaler.observability.engine_metrics import engine_metrics
 from autoscaler.observability.metrics import operator_metrics
 from autoscaler.observability.promql import described
 from autoscaler.policies.registry import DEFAULT_POLICY, installed
+from autoscaler.training import ThroughputReporter
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 HEADING = re.compile(r"^(#+) (.*)$")
@@ -167,6 +168,29 @@ def test_the_metrics_table_gives_each_metrics_labels() -> None:
         if labels != in_code.get(name, set())
     }
     assert wrong == {}, "metric: (the table's labels, the code's)"
+
+
+def training_metrics() -> dict[str, set[str]]:
+    """Each metric a training pod's helper serves, by the name the table gives it, with its
+    labels (every one is declared up front, so none is missed before first use)."""
+    reporter = ThroughputReporter(namespace="n", job_name="j")
+    served = {series_name(family.name, family.type) for family in reporter.registry.collect()}
+    labels = {
+        series_name(*described(metric)): set(metric._labelnames)
+        for metric in metric_objects(vars(reporter))
+    }
+    assert set(labels) == served, "every served metric is held by the reporter"
+    return labels
+
+
+def test_the_training_metrics_table_matches_the_helper() -> None:
+    """A user scraping training pods finds each series, with its labels, in the table."""
+    in_code = training_metrics()
+    header, rows = table("operations.md", "Exported by training pods")
+    assert header == ["metric", "labels", "meaning"]
+    listed = {name: label_names(row[1]) for row in rows for name in expand(row[0], set(in_code))}
+    assert len(listed) == sum(len(CODE.findall(row[0])) for row in rows), "listed twice"
+    assert listed == in_code
 
 
 def test_the_shorthand_is_read_as_the_table_means_it() -> None:
