@@ -84,9 +84,8 @@ def main() -> int:
     states = [goodput_state(path) for path in paths]
     first = covered(states)
     before = int(states[first - 1]["samples"]) if first else 0
-    chosen = list(range(first, len(paths)))
-    samples = [int(states[i]["samples"]) for i in chosen]
-    statistics = [offline_statistics(paths[i], base, batches) for i in chosen]
+    samples = [int(state["samples"]) for state in states[first:]]
+    statistics = [offline_statistics(path, base, batches) for path in paths[first:]]
     share = weights(samples, before, base)
     sqr = sum(w * s for w, (s, _) in zip(share, statistics, strict=True))
     var = sum(w * v for w, (_, v) in zip(share, statistics, strict=True))
@@ -95,7 +94,7 @@ def main() -> int:
     met = abs(ratio - 1) <= TOLERANCE
     print(
         f"phi at B0={base}: job {measured:.1f}, offline {offline:.1f} "
-        f"({batches} batches at each of the {len(chosen)} checkpoints the job's estimate covers, "
+        f"({batches} batches at each of the {len(samples)} checkpoints the job's estimate covers, "
         f"samples {before:,} to {samples[-1]:,})"
     )
     print(f"  ratio {ratio:.3f} (target within {TOLERANCE:.0%}): {'met' if met else 'MISSED'}")

@@ -78,13 +78,14 @@ def series_name(name: str, kind: str) -> str:
     return f"{name}_total" if kind == "counter" else name
 
 
+def served(registry: CollectorRegistry) -> set[str]:
+    """Every metric a registry serves on /metrics, by the name the table gives it."""
+    return {series_name(family.name, family.type) for family in registry.collect()}
+
+
 def exposed() -> set[str]:
     """Every metric the engine and the operator serve on /metrics."""
-    return {
-        series_name(family.name, family.type)
-        for registry, _ in registries()
-        for family in registry.collect()
-    }
+    return {name for registry, _ in registries() for name in served(registry)}
 
 
 def metric_objects(value: Any) -> Iterator[MetricWrapperBase]:
@@ -99,12 +100,18 @@ def metric_objects(value: Any) -> Iterator[MetricWrapperBase]:
             yield from metric_objects(item)
 
 
+def labels_held(holder: Any) -> dict[str, set[str]]:
+    """The label names of each metric `holder` holds, by the name the table gives it."""
+    return {
+        series_name(*described(metric)): set(metric._labelnames)
+        for metric in metric_objects(holder)
+    }
+
+
 def labels_in_code() -> dict[str, set[str]]:
     """Each metric's label names, by the name the table gives it (process_* has none)."""
     return {
-        series_name(*described(metric)): set(metric._labelnames)
-        for _, holder in registries()
-        for metric in metric_objects(holder)
+        name: labels for _, holder in registries() for name, labels in labels_held(holder).items()
     }
 
 
@@ -174,12 +181,8 @@ def training_metrics() -> dict[str, set[str]]:
     """Each metric a training pod's helper serves, by the name the table gives it, with its
     labels (every one is declared up front, so none is missed before first use)."""
     reporter = ThroughputReporter(namespace="n", job_name="j")
-    served = {series_name(family.name, family.type) for family in reporter.registry.collect()}
-    labels = {
-        series_name(*described(metric)): set(metric._labelnames)
-        for metric in metric_objects(vars(reporter))
-    }
-    assert set(labels) == served, "every served metric is held by the reporter"
+    labels = labels_held(vars(reporter))
+    assert set(labels) == served(reporter.registry), "every served metric is held by the reporter"
     return labels
 
 
