@@ -164,6 +164,12 @@ DOCUMENTED: tuple[Known, ...] = (
         "it records on a job it deletes at the end of its TTL",
     ),
     Known(
+        EVENTS.format(case="ttlSecondsAfterFinished", kind="Warning/FailedDeletePod"),
+        absent,
+        messages(r'Error deleting: pytorchjobs\.kubeflow\.org "l-ttl" not found'),
+        "a second pass that reaches the TTL after the first deleted the job",
+    ),
+    Known(
         EVENTS.format(case=ANY_CASE, kind="Warning/FailedCreatePod"),
         absent,
         lambda found, **_: (
