@@ -17,6 +17,9 @@ POD_FIELDS = (
     "serviceAccountName",
     "schedulerName",
 )
+# Their state is in memory and lost on any end; as a container's PID 1 neither server handles
+# SIGTERM, so the default 30 s grace only delays a finished job's cleanup (test_torchft).
+GRACE_SECONDS = 1
 
 
 def side_pod(
@@ -49,7 +52,11 @@ def side_pod(
     if worker_container.get("imagePullPolicy"):
         container["imagePullPolicy"] = worker_container["imagePullPolicy"]
     pod_spec = {key: spec[key] for key in POD_FIELDS if key in spec}
-    pod_spec |= {"containers": [container], "restartPolicy": "Never"}  # replaced, never restarted
+    pod_spec |= {
+        "containers": [container],
+        "restartPolicy": "Never",  # replaced, never restarted
+        "terminationGracePeriodSeconds": GRACE_SECONDS,
+    }
     if affinity is not None:
         pod_spec["affinity"] = affinity
     return {
