@@ -10,7 +10,6 @@ or until the scenario's end when it never is. Pure functions of those lines, che
 
 from __future__ import annotations
 
-import itertools
 import json
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -132,15 +131,6 @@ def newcomers_first_commit(
     if not firsts or None in firsts:
         return None
     return round(max(firsts) - after, 2)  # type: ignore[type-var]
-
-
-def step_seconds(events: Sequence[Event], *, hosts: set[str], before: float) -> float:
-    """The hosts' median time between consecutive commits before `before`: one step."""
-    gaps = []
-    for host in hosts:
-        times = sorted(e["time"] for e in committed(events) if e["host"] == host)
-        gaps += [b - a for a, b in itertools.pairwise(times) if b < before]
-    return round(statistics.median(gaps), 3) if gaps else 0.0
 
 
 def measure(
@@ -344,7 +334,7 @@ class Summary:
         return (
             f"e2e-ft node lost: the survivors trained again after {worst.pause_seconds:.1f} s"
             f" (target {worst.target_seconds or 0.0:.1f} s: torchft's timeout for a silent"
-            " peer's collective plus one step)"
+            " peer's collective plus a re-form)"
         )
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from autoscaler import fault_tolerance as ft
 from tests.e2e import ft_measure as m
+from tests.e2e.report import TARGET_FT_NODE_LOST
 from tests.e2e.training import (
     FaultTolerantJob,
     PodsSeen,
@@ -274,9 +275,15 @@ def lose_a_workers_node(
     lost = time.time()
     agent.lose_node(node)
     wait_groups(job, 1, after=lost, timeout=60)
-    step = m.step_seconds(job.events(), hosts={survivor, victim}, before=lost)
-    target = ft.DEFAULT_TIMEOUT_SECONDS + step
-    record(scenario, job, cause=m.NODE_LOST, at=lost, survivors={survivor}, world=1, target=target)
+    record(
+        scenario,
+        job,
+        cause=m.NODE_LOST,
+        at=lost,
+        survivors={survivor},
+        world=1,
+        target=TARGET_FT_NODE_LOST,
+    )
     replaced = job.replace_pod_of_lost_node(victim, node)
     wait_groups(job, 2, after=replaced, timeout=120)
     record(

@@ -225,7 +225,7 @@ def test_the_report_judges_both_lost_nodes_and_prints_their_lines(
         cause=ft_measure.NODE_LOST,
         pause_seconds=9.0,
         survivor_restarts=0,
-        target_seconds=4.1,
+        target_seconds=6.0,
     )
     lighthouse = ft_measure.Resize(
         job="f", cause=ft_measure.LIGHTHOUSE_LOST, pause_seconds=30.0, survivor_restarts=2
@@ -241,7 +241,7 @@ def test_the_report_judges_both_lost_nodes_and_prints_their_lines(
     assert main([str(report)]) == 1
     out, err = capsys.readouterr()
     assert "e2e node lost: training again after 70.0 s (target 60.0 s" in out
-    assert "e2e-ft node lost: the survivors trained again after 9.0 s (target 4.1 s" in out
+    assert "e2e-ft node lost: the survivors trained again after 9.0 s (target 6.0 s" in out
     assert out.splitlines()[0] == engine_settings_line()
     assert f"target missed: {NODE_LOST_MISS}" in err
-    assert "past their timeout plus a step" in err
+    assert "past their timeout plus a re-form" in err
