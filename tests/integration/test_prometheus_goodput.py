@@ -7,7 +7,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import pytest
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
@@ -15,11 +14,11 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 from autoscaler import metrics_contract as contract
 from autoscaler.clients.prometheus import PrometheusThroughput, TransportError
 from autoscaler.engine.ports import GradientReport, ManagedJob, Owner, StepTime
+from tests.support.clock import NOW
 from tests.support.polling import wait_for
 from tests.support.processes import free_port
 from tests.support.prometheus import PrometheusServer
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
 LABELS = (contract.LABEL_NAMESPACE, contract.LABEL_JOB_NAME)
 STEP_LABELS = (
     *LABELS,

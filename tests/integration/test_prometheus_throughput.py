@@ -11,7 +11,6 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -24,13 +23,13 @@ from autoscaler.engine.ports import JobKey, ManagedJob, Owner, Progress
 from autoscaler.metrics_contract import DEFAULT_QUERY_TEMPLATE
 from autoscaler.policies.global_optimizer import GlobalOptimizer, GlobalOptimizerConfig
 from autoscaler.training import ThroughputReporter
+from tests.support.clock import NOW  # not sent: Prometheus evaluates at its own clock
 from tests.support.memory_cluster import MemoryCluster, make_job
 from tests.support.polling import wait_for
 from tests.support.processes import free_port
 from tests.support.prometheus import PrometheusServer
 
 WINDOW = "2s"  # two 1 s scrapes: exact for the steady counters below
-NOW = datetime(2026, 1, 1, tzinfo=UTC)  # not sent: Prometheus evaluates at its own clock
 # Unescaped, this closes the selector and the call and returns 1 for any job.
 INJECTION = 'x"}[1m])) or vector(1) #'
 

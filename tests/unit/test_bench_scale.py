@@ -2,7 +2,6 @@
 throughput stand-in and the per-round request accounting."""
 
 import itertools
-from datetime import UTC, datetime
 
 import pytest
 
@@ -18,8 +17,7 @@ from benchmarks.bench_scale import (
     summary_line,
 )
 from benchmarks.instruments import process_cpu
-
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
+from tests.support.clock import NOW
 
 
 def test_percentile_is_nearest_rank() -> None:

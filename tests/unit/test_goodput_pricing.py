@@ -2,7 +2,6 @@
 batch -> the snapshot a policy sees."""
 
 import math
-from datetime import UTC, datetime
 
 import pytest
 
@@ -24,8 +23,8 @@ from autoscaler.goodput.step_time import PRIOR, StepObservation, fit
 from autoscaler.policies.contract import JobSnapshot
 from autoscaler.policies.speedup import job_curve, remaining_seconds
 from autoscaler.policies.throughput_model import ThroughputModel
+from tests.support.clock import NOW
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
 STEPS = (
     StepTime(replicas=1, local_batch=32, accum_steps=0, seconds=0.20),
     StepTime(replicas=2, local_batch=32, accum_steps=0, seconds=0.24),

@@ -1,6 +1,5 @@
 """The operator's own Kueue integration as a table: (job, Workloads) -> writes."""
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -11,9 +10,9 @@ from autoscaler.controller import kueue, kueue_step, kueue_templates, kueue_work
 from autoscaler.controller.kueue_runtime import kueue_capped, with_queued_workers
 from autoscaler.controller.reconcile import plan
 from autoscaler.controller.reconcile_pass import Observed
+from tests.support.clock import NOW
 
 JSON = dict[str, Any]
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
 FLAVOR = {
     "metadata": {"name": "pool-a"},
     "spec": {

@@ -1,6 +1,6 @@
 """Every built-in policy on table snapshots, loaded through the public registry."""
 
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,8 @@ from autoscaler.policies.objective import Objective
 from autoscaler.policies.registry import PolicyError, build, find, installed
 from autoscaler.policies.speedup import objective_value
 from autoscaler.policies.throughput_model import EXPLORING, ThroughputModel, curve
+from tests.support.clock import NOW
 
-NOW = datetime(2026, 11, 29, tzinfo=UTC)
 GPU = "nvidia.com/gpu"
 BUILT_INS = {
     "global-optimizer",

@@ -3,7 +3,6 @@ cifar10 traces as bundled with the benchmark: the engine prices it as it prices 
 
 import dataclasses
 import math
-from datetime import UTC, datetime
 from pathlib import Path
 
 from autoscaler.engine.ports import ManagedJob, Owner
@@ -11,11 +10,11 @@ from autoscaler.sim.goodput import GoodputJob, load_application
 from autoscaler.sim.gradients import SimGradients
 from autoscaler.sim.state import Phase, SimJob, SimState
 from autoscaler.sim.workload import WorkloadJob
+from tests.support.clock import NOW
 
 TRACES = Path(__file__).parents[2] / "benchmarks" / "data" / "pollux" / "traces"
 CIFAR = load_application(TRACES / "cifar10")
 NCF = load_application(TRACES / "ncf")
-NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 def running(name: str, *, pods: int, done: float = 0.0, stalled: bool = False) -> SimJob:

@@ -1,12 +1,10 @@
 """`tiresias`: two queues by attained GPU-hours, FIFO within each, gangs at the requested size."""
 
-from datetime import UTC, datetime
-
 from autoscaler.policies.contract import JobSnapshot, Snapshot
 from autoscaler.policies.tiresias import Tiresias, TiresiasConfig
+from tests.support.clock import NOW
 
 GPU = "nvidia.com/gpu"
-NOW = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 def _job(name: str, *, asked: int, age: float, attained_hours: float) -> JobSnapshot:
