@@ -59,7 +59,6 @@ def test_a_new_job_gets_its_store_and_service_beside_its_workers() -> None:
         o for o in result.create if o["metadata"]["name"] == "j-rendezvous" and o["kind"] == "Pod"
     )
     assert pod_["spec"]["restartPolicy"] == "Never"
-    assert pod_["spec"]["terminationGracePeriodSeconds"] == 1  # PID 1 ignores SIGTERM
     assert pod_["metadata"]["ownerReferences"][0]["kind"] == "PyTorchJob"
     command = pod_["spec"]["containers"][0]["command"]
     assert (command[:2], command[-1]) == (["python", "-c"], str(rendezvous.PORT))

@@ -238,7 +238,6 @@ def test_the_lighthouse_runs_the_worker_image_with_the_jobs_minimum_and_timeouts
     assert "nvidia.com/gpu" not in str(container["resources"])  # it needs no accelerator
     assert pod_json["spec"]["nodeSelector"] == {"pool": "train"}
     assert pod_json["spec"]["restartPolicy"] == "Never"
-    assert pod_json["spec"]["terminationGracePeriodSeconds"] == 1  # PID 1 ignores SIGTERM
     assert pod_json["metadata"]["ownerReferences"][0]["uid"] == UID
 
 
