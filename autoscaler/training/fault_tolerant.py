@@ -216,11 +216,12 @@ class FaultTolerantTraining:
     def steps(
         self,
         *,
-        total_samples: int | None = None,
+        total_samples: float | Callable[[], float] | None = None,
         on_commit: Callable[[Step, bool], None] | None = None,
     ) -> Iterator[Step]:
         """Yields each step to train (forward and backward on `step`'s samples), then commits it;
-        ends when the job has trained `total_samples` or a stop was asked for. `on_commit` gets
+        ends when the job has trained `total_samples` (a function: asked before every step, for
+        work that may change while the job runs) or a stop was asked for. `on_commit` gets
         the step and whether it committed; a committed step's `number` is then the job's number
         of it (a group that healed during the step took the number of the group it healed from)."""
         while not self._stop and not self._trained(total_samples):
@@ -250,9 +251,11 @@ class FaultTolerantTraining:
             if on_commit is not None:
                 on_commit(step, committed)
 
-    def _trained(self, total_samples: float | None) -> bool:
+    def _trained(self, total_samples: float | Callable[[], float] | None) -> bool:
         if total_samples is None:
             return False
+        if callable(total_samples):
+            total_samples = total_samples()
         if self.adaptation is not None:
             return self.adaptation.progress >= total_samples
         return self.samples_done() >= total_samples

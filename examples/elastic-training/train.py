@@ -13,7 +13,8 @@ What an elastic job's script must do, in about a hundred lines:
 
 It trains a small convolutional net on generated 32x32 images, real CPU compute: with one
 intra-op thread (`OMP_NUM_THREADS=1`) a step of 128 images takes about 0.1 s on one core. It ends
-when the job has trained `--total-samples` samples (every worker's, every incarnation's). With
+when the job has trained `--total-samples` samples (every worker's, every incarnation's), or the
+number in `--work-file` once one is written there (the job's work changed while it runs). With
 `--events FILE` every process appends JSON lines (start, resume, step, checkpoint, done) that
 tests measure stalls and redone steps from.
 
@@ -42,6 +43,7 @@ from torch.nn.parallel import DistributedDataParallel
 from autoscaler.training import ThroughputReporter
 from autoscaler.training.adaptation import GoodputSpec
 from autoscaler.training.goodput import Goodput
+from autoscaler.training.work import DeclaredWork
 
 CHECKPOINT = "checkpoint.pt"
 CLASSES = 4  # the brightest of an image's four quadrants
@@ -55,6 +57,9 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint-dir", type=Path, required=True)
     parser.add_argument("--total-samples", type=int, default=200_000, help="the job's work")
+    parser.add_argument(
+        "--work-file", type=Path, default=None, help="a number written here replaces the work"
+    )
     parser.add_argument("--checkpoint-every", type=int, default=10, help="steps")
     parser.add_argument("--batch-size", type=int, default=128, help="samples per worker per step")
     parser.add_argument("--collective-timeout", type=float, default=COLLECTIVE_TIMEOUT)
@@ -186,6 +191,11 @@ def main() -> None:
             port=args.metrics_port, total_samples=args.total_samples
         )
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    work = DeclaredWork(
+        args.total_samples,
+        path=args.work_file,
+        on_change=None if reporter is None else reporter.set_total,
+    )
 
     torch.manual_seed(0)
     model = convnet()
@@ -207,8 +217,8 @@ def main() -> None:
 
     def trained() -> bool:
         if goodput is None:
-            return samples >= args.total_samples
-        return goodput.done(args.total_samples)  # in samples at B0
+            return samples >= work.total()
+        return goodput.done(work.total())  # in samples at B0
 
     while not trained():
         if goodput is None:

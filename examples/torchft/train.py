@@ -11,9 +11,9 @@ Against the torchrun example (`examples/elastic-training/train.py`) a script cha
 Same model, data and reporting as the torchrun example: a small conv net on generated 32x32
 images, real CPU compute (about 0.1 s a step of 128 images on one core), throughput and progress
 through `autoscaler.training.ThroughputReporter`. It ends when the job has trained
-`--total-samples`. With `--events FILE` every process appends JSON lines: `start`, `commit`
-(every step: its number, participants, whether it committed, a hash of the parameters every
-`--hash-every` steps), `stop`, `done`.
+`--total-samples`, or the number in `--work-file` once one is written there. With `--events FILE`
+every process appends JSON lines: `start`, `commit` (every step: its number, participants,
+whether it committed, a hash of the parameters every `--hash-every` steps), `stop`, `done`.
 
 Goodput (opt-in): `--base-batch B0 --max-local-batch M --max-global-batch G` let the helper
 choose the batch at every quorum change and count `--total-samples` in samples at B0.
@@ -36,6 +36,7 @@ from autoscaler.training import ThroughputReporter
 from autoscaler.training.adaptation import GoodputSpec
 from autoscaler.training.batches import Step
 from autoscaler.training.fault_tolerant import STOPPED_BY_SIGNAL, FaultTolerantTraining
+from autoscaler.training.work import DeclaredWork
 
 CLASSES = 4  # the brightest of an image's four quadrants
 LEARNING_RATE = 0.01  # per group's batch (scaled by the participants)
@@ -47,6 +48,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--checkpoint", type=Path, default=None, help="file shared by the pods")
     parser.add_argument("--checkpoint-every", type=int, default=50, help="steps")
     parser.add_argument("--total-samples", type=int, default=200_000, help="the job's work")
+    parser.add_argument(
+        "--work-file", type=Path, default=None, help="a number written here replaces the work"
+    )
     parser.add_argument("--batch-size", type=int, default=128, help="samples per group per step")
     parser.add_argument(
         "--batch",
@@ -111,6 +115,7 @@ def main() -> int:
     events = Events(args.events, host=socket.gethostname(), process=PROCESS)
     events("start")
     reporter = ThroughputReporter.start(port=args.metrics_port, total_samples=args.total_samples)
+    work = DeclaredWork(args.total_samples, path=args.work_file, on_change=reporter.set_total)
     torch.manual_seed(0)  # every group starts from the same weights
     model = convnet()
     goodput = None
@@ -156,7 +161,7 @@ def main() -> int:
             fields["hash"] = parameters_hash(model)
         events("commit", ok=ok, healing=not step.participating, samples=samples, **fields)
 
-    for step in training.steps(total_samples=args.total_samples, on_commit=committed):
+    for step in training.steps(total_samples=work.total, on_commit=committed):
         inputs, labels = generated_batch(step.first_sample, step.size)
         torch.nn.functional.cross_entropy(training.model(inputs), labels).backward()
 

@@ -22,13 +22,13 @@ from tests.e2e.training import (
     FaultTolerantJob,
     PodsSeen,
     Scenario,
+    finish,
     kept_since,
     pods_seen,
     reasons,
     restart_counts,
     sized,
     wait_groups,
-    wait_succeeded,
 )
 from tests.support.node_agent import NodeAgent
 from tests.support.polling import wait_for
@@ -137,8 +137,8 @@ def assert_trained_exactly_once(
 
 
 def wait_done(job: FaultTolerantJob, *, timeout: float) -> None:
-    """Until the job succeeded and its lighthouse is gone with it."""
-    wait_succeeded(job, timeout=timeout)
+    """Cuts the job's work short, then until it succeeded and its lighthouse is gone with it."""
+    finish(job, timeout=timeout)
     wait_for(
         lambda: ft.lighthouse_name(job.name) not in job.pods(),
         timeout=60,
@@ -169,8 +169,8 @@ def test_the_engine_resizes_a_torchft_job_and_no_survivor_ever_restarts(
     (1..4) as it learns its curve, by several pods in one write once it may; two workers'
     containers are killed (worker-0 first: no worker is special), and each restarts and heals
     in from a peer while the others train on; then `ft-second` (2..4) arrives and the engine
-    shrinks `ft-first` to fit it. Both finish their declared work; no surviving process ever
-    restarted, no step was lost or applied twice, every group ends with the same parameters."""
+    shrinks `ft-first` to fit it, and grows it back once `ft-second` is done. Both finish their
+    work (cut short once checked); no surviving process ever restarted, no step was lost or applied twice, every group ends with the same parameters."""
     agent = scenario.nodes(2)
     first, second = scenario.torchft_job("ft-first"), scenario.torchft_job("ft-second")
     with scenario.engine():
@@ -201,7 +201,14 @@ def test_the_engine_resizes_a_torchft_job_and_no_survivor_ever_restarts(
         )
         second_seen = pods_seen(second)
         wait_done(second, timeout=300)
-        wait_done(first, timeout=400)
+        second_done = time.time()
+        wait_for(
+            lambda: first.replicas() == 4 and first.training_with(4, after=second_done),
+            timeout=180,
+            interval=1,
+            what=f"the engine to grow `ft-first` back to 4 ({first.replica_history})",
+        )
+        wait_done(first, timeout=300)
     assert_no_survivor_restarted(first, first_seen)
     assert_no_survivor_restarted(second, second_seen)
     for job in (first, second):

@@ -38,13 +38,13 @@ from tests.e2e.training import (
     RDZV_CONF,
     Scenario,
     TrainingJob,
+    finish,
     kept_since,
     pods_seen,
     reasons,
     restart_counts,
     sized,
     wait_stepping,
-    wait_succeeded,
 )
 from tests.support.external_metrics import ExternalMetricsServer
 from tests.support.polling import wait_for
@@ -173,7 +173,7 @@ def test_a_job_grows_shrinks_for_a_second_job_and_both_complete(scenario: Scenar
         for job in (first, second):
             no_failures(job)
             assert not any(restart_counts(job).values()), "a rescale restarted a container"
-        wait_succeeded(second, timeout=300)
+        finish(second, timeout=300)
         wait_for(
             lambda: held_for_budget(scenario, "first"),
             timeout=60,
@@ -191,7 +191,7 @@ def test_a_job_grows_shrinks_for_a_second_job_and_both_complete(scenario: Scenar
     assert [m.cause.split()[0] for m in measured][-1] == "scale-down"
     record_replica_changes(second, scenario.rescales)
     for job in (first, second):
-        wait_succeeded(job, timeout=300)
+        finish(job, timeout=300)
 
 
 # Sized from runs (two cores train 1,000-3,000 samples/s): `first` must outlive its growth,
@@ -261,7 +261,7 @@ def test_killed_workers_are_replaced_and_training_resumes_from_the_checkpoint(
         counts = restart_counts(job)
         assert sum(counts.values()) >= 4  # worker-0 took every agent with it
         assert all(counts[f"crash-worker-{i}"] >= 1 for i in range(3)), counts
-    wait_succeeded(job, timeout=300)
+    finish(job, timeout=300)
     assert_trained_consistently(job)
 
 
@@ -319,7 +319,7 @@ def test_a_node_gone_silent_is_recovered_from(scenario: Scenario) -> None:
     no_failures(job)
     # Before the success: the operator removes a finished job's pods (cleanPodPolicy).
     assert kept_since(job, seen) == {"lost-worker-0": 0}, "the survivor's container restarted"
-    wait_succeeded(job, timeout=300)
+    finish(job, timeout=300)
     assert_trained_consistently(job)
 
 
@@ -363,7 +363,7 @@ def test_worker_0s_node_gone_silent_with_the_jobs_own_rendezvous_store(scenario:
     wait_stepping(job, 2, after=replaced, timeout=180)
     record(job, scenario.rescales, cause="worker-0's pod replaced", at=replaced, world=2)
     no_failures(job)
-    wait_succeeded(job, timeout=300)
+    finish(job, timeout=300)
     assert_trained_consistently(job)
 
 
@@ -419,7 +419,7 @@ def test_the_engine_never_spends_the_torchrun_restart_budget(scenario: Scenario)
     # the rendezvous (counted only if a worker's crash is seen before the newcomer).
     assert all(count in (0, 1) for counts in spent.values() for count in counts), spent
     assert all(count == 0 for count in restart_counts(costs).values()), "a pod restarted"
-    wait_succeeded(costs, timeout=300)
+    finish(costs, timeout=300)
 
     unset = scenario.job("unset")
     with scenario.engine():
@@ -435,7 +435,7 @@ def test_the_engine_never_spends_the_torchrun_restart_budget(scenario: Scenario)
         )
         assert unset.replicas() == 1
         no_failures(unset)
-    wait_succeeded(unset, timeout=300)
+    finish(unset, timeout=300)
 
 
 def held_for_budget(scenario: Scenario, name: str) -> bool:
@@ -500,5 +500,5 @@ def test_the_hpa_scales_a_job_on_its_training_throughput(
         "hpa", scenario.namespace
     )
     assert hpa.status.current_replicas == 3
-    wait_succeeded(job, timeout=300)
+    finish(job, timeout=300)
     assert_trained_consistently(job)

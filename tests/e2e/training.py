@@ -22,6 +22,7 @@ from autoscaler.api import coordinates as c
 from autoscaler.clients.kube import JOBS, Kube
 from autoscaler.engine.config import EngineConfig
 from autoscaler.observability.decision_log import read_decision_log
+from autoscaler.training.files import write_atomically
 from tests.e2e.ft_measure import Resize as FtResize
 from tests.e2e.measure import Event, Rescale, first_full_step
 from tests.support.controlplane import REPO_ROOT, ControlPlane
@@ -88,6 +89,11 @@ def with_test_paths(job: JSON, *, replicas: int, script: Path, ours: dict[str, A
     return job
 
 
+# Every process reads the work file once a step, so all of them see a new total before they
+# reach it when it is a few steps ahead: this is 10-40 steps of the examples' 128-sample batches.
+WORK_MARGIN = 5_000
+
+
 class TrainingJob:
     """One PyTorchJob of `examples/elastic-training`, its event log and its replica history."""
 
@@ -98,6 +104,8 @@ class TrainingJob:
         self.workdir = workdir / name
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.events_path = self.workdir / "events.jsonl"
+        self.work_path = self.workdir / "total-samples"  # the example's --work-file
+        self.declared: int | None = None  # the manifest's --total-samples
         self.replica_history: list[tuple[float, int]] = []  # (time, Worker.replicas) changes
         self._events: list[Event] = []
         self._read_to = 0  # bytes of the event log parsed
@@ -134,8 +142,10 @@ class TrainingJob:
             "--checkpoint-dir": self.workdir / "checkpoints",
             "--events": self.events_path,
             "--total-samples": total_samples,
+            "--work-file": self.work_path,
             "--checkpoint-every": CHECKPOINT_EVERY,
         }
+        self.declared = total_samples
         return with_test_paths(job, replicas=replicas, script=EXAMPLE / "train.py", ours=ours)
 
     def create(self, manifest: JSON) -> None:
@@ -230,6 +240,19 @@ class TrainingJob:
         """The job's samples trained by the newest step at or before `at` (0 before any)."""
         steps = [e for e in self.events() if e["event"] == "step" and e["time"] <= at]
         return int(steps[-1]["samples"]) if steps else 0
+
+    def trained(self) -> int:
+        """The job's samples trained by its newest step (torchrun) or commit (torchft)."""
+        done = [e["samples"] for e in self.events() if e["event"] in ("step", "commit")]
+        return int(max(done, default=0))
+
+    def cut_work(self, *, margin: int = WORK_MARGIN) -> None:
+        """Lowers the job's work to `margin` samples past what it has trained (never raises it):
+        once a scenario's checks are done, the rest of its declared work would only add time."""
+        assert self.declared is not None, "the job was created from its manifest"
+        total = self.trained() + margin
+        if total < self.declared:
+            write_atomically(self.work_path, lambda file: file.write(f"{total}\n".encode()))
 
     def world(self) -> int | None:
         """The world size of the newest step, if any step ran."""
@@ -366,6 +389,12 @@ def running_engine(
         yield engine
 
 
+def finish(job: TrainingJob, *, timeout: float = 120) -> None:
+    """Cuts the job's work short (`TrainingJob.cut_work`) and waits until it has succeeded."""
+    job.cut_work()
+    wait_succeeded(job, timeout=timeout)
+
+
 def wait_succeeded(job: TrainingJob, *, timeout: float = 120) -> None:
     """Until the job has trained its declared work and succeeded."""
     wait_for(
@@ -455,7 +484,9 @@ class FaultTolerantJob(TrainingJob):
             "--checkpoint-every": TORCHFT_CHECKPOINT_EVERY,
             "--events": self.events_path,
             "--total-samples": total_samples,
+            "--work-file": self.work_path,
         }
+        self.declared = total_samples
         script = TORCHFT_EXAMPLE / "train.py"
         return with_test_paths(job, replicas=replicas, script=script, ours=ours)
 
