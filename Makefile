@@ -46,7 +46,7 @@ testenv: ## build kube-apiserver, kube-controller-manager, kube-scheduler, kubec
 training-env: ## install PyTorch for the training scenarios' pods (cached outside the repo)
 	testenv/torch.sh
 
-test: $(STAMP) system-deps testenv training-env ## set everything up, then run the whole suite: unit and integration tiers in two processes, then e2e; each phase's minutes printed
+test: $(STAMP) system-deps testenv training-env ## set everything up, then run the whole suite: unit and integration tiers in three processes, then e2e; each phase's minutes printed
 	$(BIN)/python -m tests.suite
 
 E2E_REPORT := $(VENV)/e2e-report.jsonl

@@ -1,9 +1,10 @@
 """`python -m tests.suite` (`make test`): the whole suite in two phases, each phase's minutes
 printed, so the suite's budget stays visible.
 
-1. The unit and integration tiers, in two pytest-xdist processes, one test file each at a time:
-   the integration tier waits on servers for about half its time, which the other process uses.
-   Each process starts its own control plane, as its files need one.
+1. The unit and integration tiers, in three pytest-xdist processes on the two cores, one test
+   file each at a time: the integration tier waits on servers for part of its time, which the
+   other processes use (a fourth gains nothing). Each process starts its own control plane, as
+   its files need one.
 2. The e2e tier alone, in one process: its real training keeps both cores busy, and its figures
    (stalls, pauses, restarts) are measured without another tier's load.
 
@@ -25,7 +26,7 @@ class Phase:
 
 
 PHASES = (
-    Phase("unit and integration tiers", ("-m", "not e2e", "-n", "2", "--dist", "loadfile")),
+    Phase("unit and integration tiers", ("-m", "not e2e", "-n", "3", "--dist", "loadfile")),
     Phase("e2e tier", ("-m", "e2e")),
 )
 
