@@ -174,7 +174,8 @@ def test_the_engine_resizes_a_torchft_job_and_no_survivor_ever_restarts(
     containers are killed (worker-0 first: no worker is special), and each restarts and heals
     in from a peer while the others train on; then `ft-second` (2..4) arrives and the engine
     shrinks `ft-first` to fit it. Both finish their work (`ft-first`'s cut short once checked); no
-    surviving process ever restarted, no step was lost or applied twice, every group ends with the same parameters."""
+    surviving process ever restarted, no step was lost or applied twice, every group ends with
+    the same parameters."""
     agent = scenario.nodes(2)
     first, second = scenario.torchft_job("ft-first"), scenario.torchft_job("ft-second")
     with scenario.engine():
