@@ -105,7 +105,7 @@ class TrainingJob:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.events_path = self.workdir / "events.jsonl"
         self.work_path = self.workdir / "total-samples"  # the example's --work-file
-        self.declared: int | None = None  # the manifest's --total-samples
+        self.declared: int | None = None  # the manifest's --total-samples, or its cut
         self.replica_history: list[tuple[float, int]] = []  # (time, Worker.replicas) changes
         self._events: list[Event] = []
         self._read_to = 0  # bytes of the event log parsed
@@ -253,6 +253,7 @@ class TrainingJob:
         total = self.trained() + margin
         if total < self.declared:
             write_atomically(self.work_path, lambda file: file.write(f"{total}\n".encode()))
+            self.declared = total
 
     def world(self) -> int | None:
         """The world size of the newest step, if any step ran."""
