@@ -62,6 +62,7 @@ from autoscaler.training.adaptation import Adaptation, Config, GoodputSpec, Norm
 from autoscaler.training.batches import BatchMode, Step, plan_step, samples_done
 from autoscaler.training.files import write_atomically
 from autoscaler.training.gradient_norms import GradientNorms
+from autoscaler.training.teardown import collect_garbage_at_exit
 
 STOPPED_BY_SIGNAL = 128 + signal.SIGTERM
 # Goodput: steps between re-choices at an unchanged quorum (every group holds the same
@@ -188,6 +189,7 @@ class FaultTolerantTraining:
         if self.adaptation is not None:
             self.model.norms = GradientNorms(self._mean_over_participants)
         self.resumed_from = self._load_checkpoint()
+        collect_garbage_at_exit()  # the manager's callbacks and the comm hook are cycles
 
     @classmethod
     def from_pod(

@@ -30,6 +30,7 @@ import torch.distributed as dist
 from autoscaler.training import ThroughputReporter
 from autoscaler.training.adaptation import Adaptation, Config, GoodputSpec
 from autoscaler.training.gradient_norms import GradientNorms
+from autoscaler.training.teardown import collect_garbage_at_exit
 
 
 class Goodput:
@@ -62,6 +63,7 @@ class Goodput:
         if self.norms is not None:
             self.norms.start(self.world)
         ddp.register_comm_hook(None, self._hook)
+        collect_garbage_at_exit()  # the hook and `self.ddp` are a cycle
         self._last_step: float | None = None  # the first step of an incarnation is not timed
 
     @property
