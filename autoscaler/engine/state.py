@@ -103,8 +103,8 @@ class JobState(BaseModel):
     throughput: dict[int, Point] = {}
     last_rescale: datetime | None = None
     rescales: int = 0
-    # torchrun restarts the job's rescales may have spent on each worker: one per scale-down,
-    # none per scale-up (the worst case measured; see autoscaler.torchrun).
+    # torchrun restarts the job's rescales may have spent on each worker: one per rescale,
+    # either way (the most one spends; see `settle.rescaled`).
     restarts_spent: int = 0
     # What the job has done, integrated over the rounds the engine saw it run: samples (the
     # observed throughput x time) and worker-seconds (running workers x time), as of `accounted_at`.
