@@ -5,8 +5,8 @@ cycles that hold a gloo process group, so they are freed only by the garbage col
 the interpreter's finalization, a gloo worker thread that completes a future of theirs then
 takes the GIL of a dying interpreter and the process aborts ("terminate called without an
 active exception"): a finished job's container exits 134 and is restarted. Collecting once at
-exit, before finalization, frees them first (`tests/e2e/test_goodput_gradients.py` starts these
-processes one after another).
+exit, before finalization, frees them first (`tests/integration/test_goodput_gradients.py` runs
+such processes; `tests/unit/test_teardown.py` checks the order).
 """
 
 import atexit

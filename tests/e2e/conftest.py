@@ -20,7 +20,6 @@ Timings shortened for tests (each is a flag of the real component):
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,7 @@ from tests.support.engine_process import ServiceProcess, operator_process
 from tests.support.external_metrics import ExternalMetricsServer, register, unregister
 from tests.support.node_agent import TEST_TIMING, NodeAgent, NodeSpec
 from tests.support.polling import wait_for
-from tests.support.processes import StartupError, log_tail
+from tests.support.processes import log_tail
 from tests.support.prometheus import PodMonitorTargets, PrometheusServer
 
 POD_MONITOR = REPO_ROOT / "deploy" / "monitoring" / "training-podmonitor.yaml"
@@ -69,26 +68,6 @@ _RESCALES = pytest.StashKey[list[Rescale]]()
 _LOST = pytest.StashKey[list[str]]()
 _FT = pytest.StashKey[list[FtResize]]()
 _FT_LOST_STEPS = pytest.StashKey[list[int]]()
-
-
-def training_environment(*, timeout: float = 3600.0) -> Path:
-    """The cached virtualenv with PyTorch (testenv/torch.sh installs it on a cache miss)."""
-    command = ["bash", str(REPO_ROOT / "testenv" / "torch.sh")]
-    result = subprocess.run(
-        command, capture_output=True, text=True, timeout=timeout, check=False, cwd=REPO_ROOT
-    )
-    lines = result.stdout.strip().splitlines()
-    if result.returncode != 0 or not lines:
-        raise StartupError(
-            f"`{' '.join(command)}` failed (exit {result.returncode}): the training scenarios "
-            f"need PyTorch.\n{result.stderr[-3000:]}"
-        )
-    return Path(lines[-1])
-
-
-@pytest.fixture(scope="session")
-def torch_env() -> Path:
-    return training_environment()
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -10,9 +11,10 @@ import pytest
 from kubernetes import client, config
 
 from autoscaler.clients.kube import Kube
-from tests.support.controlplane import ControlPlane, binaries_dir
+from tests.support.controlplane import REPO_ROOT, ControlPlane, binaries_dir
 from tests.support.external_metrics import ExternalMetricsServer, register, unregister
 from tests.support.node_agent import TEST_TIMING, NodeAgent, NodeSpec, default_base_env
+from tests.support.processes import StartupError
 from tests.support.prometheus import PrometheusServer
 from tests.support.serviceaccounts import request_token, write_kubeconfig
 
@@ -179,3 +181,23 @@ def start_node_agent(
 def node_agent(start_node_agent: Callable[..., NodeAgent]) -> NodeAgent:
     """One NodeAgent with a single Node, node-0 (4 CPUs, 16Gi, 2 nvidia.com/gpu)."""
     return start_node_agent()
+
+
+def training_environment(*, timeout: float = 3600.0) -> Path:
+    """The cached virtualenv with PyTorch (testenv/torch.sh installs it on a cache miss)."""
+    command = ["bash", str(REPO_ROOT / "testenv" / "torch.sh")]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, check=False, cwd=REPO_ROOT
+    )
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        raise StartupError(
+            f"`{' '.join(command)}` failed (exit {result.returncode}): real training "
+            f"needs PyTorch.\n{result.stderr[-3000:]}"
+        )
+    return Path(lines[-1])
+
+
+@pytest.fixture(scope="session")
+def torch_env() -> Path:
+    return training_environment()

@@ -1,6 +1,6 @@
 """Runs `autoscaler.training.goodput.Goodput` on a tiny linear model over loopback gloo, in the
 training environment's python, and prints one JSON line per check for
-tests/e2e/test_goodput_gradients.py.
+tests/integration/test_goodput_gradients.py.
 
 `phi`: with the learning rate 0 the gradient's distribution is fixed, so the smoothed estimate
 must approach the exact noise scale, computed from every sample's own gradient.
