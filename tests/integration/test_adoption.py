@@ -81,11 +81,13 @@ def test_orphans_are_adopted_strangers_left_alone_and_relabelled_pods_released(
     # The job's own pod relabelled to another job: released, its reference removed.
     moved = {"metadata": {"labels": {c.LABEL_JOB_NAME: "elsewhere"}}}
     core.patch_namespaced_pod(f"{job}-worker-1", ns, moved)
-    cluster.scale(job, 1)  # so worker-1 is not wanted again under the taken name
 
     def released() -> bool:
         pod = core.read_namespaced_pod(f"{job}-worker-1", ns)
         return not pod.metadata.owner_references
 
+    # Scaled down only once released: an operator that had not yet seen the new label would
+    # delete worker-1 as the excess pod of its cached view.
     wait_for(released, what="the relabelled pod to be released")
+    cluster.scale(job, 1)  # so worker-1 is not wanted again under the taken name
     assert controller_of(cluster.pods(job)[f"{job}-worker-0"]) == uid  # the rest still its own
