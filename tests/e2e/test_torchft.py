@@ -291,8 +291,8 @@ def lose_a_workers_node(
         world=1,
         target=TARGET_FT_NODE_LOST,
     )
-    # The survivors pause for less than a round's stall window, so the engine sees the recovery
-    # by the lost node's pod, not ready until it is replaced (replaced at once, it was missed).
+    # The survivors pause for less than the engine's `stall_seconds`, so it sees the recovery by
+    # the lost node's pod, not ready until it is replaced (replaced at once, it was missed).
     wait_for(
         lambda: "Recovering" in reasons(scenario, job.name, after=lost),
         timeout=60,
