@@ -45,6 +45,7 @@ from tests.e2e.training import (
     restart_counts,
     sized,
     wait_stepping,
+    wait_succeeded,
 )
 from tests.support.external_metrics import ExternalMetricsServer
 from tests.support.polling import wait_for
@@ -385,47 +386,21 @@ def test_the_engine_never_spends_the_torchrun_restart_budget(scenario: Scenario)
     measured by hand-written /scale on a job the engine leaves alone: at most one per rescale
     (scale-downs spent one in some runs and none in others, and so, more rarely, did scale-ups:
     the engine counts one for every rescale). The writes include a scale-up by two pods and
-    one-pod scale-ups to the same size, to compare their stalls. A job with no `maxRestarts` has
-    torchrun's default, 0: the engine never rescales it. (A job whose rescales spent its budget:
-    the first test.)"""
-    scenario.nodes(2)
-    costs = scenario.job("costs")
+    one-pod scale-ups to the same size, to compare their stalls. Beside it, a job with no
+    `maxRestarts` has torchrun's default, 0: the engine never rescales it. (A job whose rescales
+    spent its budget: the first test.)"""
+    scenario.nodes(3)  # `costs` at up to 4 workers and `unset` at 1
+    costs, unset = scenario.job("costs"), scenario.job("unset")
     manifest = costs.manifest(replicas=2, low=1, high=4, max_restarts=10, total_samples=160_000)
     manifest["metadata"]["annotations"] = {c.ANNOTATION_OPT_OUT: "true"}
     costs.create(manifest)
-    wait_stepping(costs, 2, timeout=180)
-    spent: dict[str, list[int]] = {}
-    current = 2
-    for replicas in (4, 2, 3, 4, 2):
-        before = restart_units(costs, after=0)
-        written = costs.scale(replicas)
-        wait_stepping(costs, replicas, after=written)
-        cause = "scale-up" if replicas > current else "scale-down"
-        record(
-            costs,
-            scenario.rescales,
-            cause=f"{cause} {current}->{replicas} by hand",
-            at=written,
-            world=replicas,
-            pods_added=max(0, replicas - current),
-        )
-        spent.setdefault(cause, []).append(restart_units(costs, after=written) - before)
-        current = replicas
-    assert_one_world_per_write(costs)
-    print(f"\ntorchrun restarts spent by worker-0 per rescale: {spent}")
-    # At most one each: a scale-down fails the survivors' workers once (torchrun counts it,
-    # unless the agent saw the membership change first); a scale-up re-forms the world through
-    # the rendezvous (counted only if a worker's crash is seen before the newcomer).
-    assert all(count in (0, 1) for counts in spent.values() for count in counts), spent
-    assert all(count == 0 for count in restart_counts(costs).values()), "a pod restarted"
-    finish(costs, timeout=300)
-
-    unset = scenario.job("unset")
     with scenario.engine():
         unset.create(
             # Enough work to outlast the engine's first readings: 40,000 once ended before them.
             unset.manifest(replicas=1, low=1, high=4, max_restarts=None, total_samples=120_000)
         )
+        wait_stepping(costs, 2, timeout=180)
+        spent = rescale_by_hand(scenario, costs, counts=(4, 2, 3, 4, 2))
         wait_for(
             lambda: held_for_budget(scenario, "unset"),
             timeout=180,
@@ -434,7 +409,41 @@ def test_the_engine_never_spends_the_torchrun_restart_budget(scenario: Scenario)
         )
         assert unset.replicas() == 1
         no_failures(unset)
+    assert_one_world_per_write(costs)
+    print(f"\ntorchrun restarts spent by worker-0 per rescale: {spent}")
+    # At most one each: a scale-down fails the survivors' workers once (torchrun counts it,
+    # unless the agent saw the membership change first); a scale-up re-forms the world through
+    # the rendezvous (counted only if a worker's crash is seen before the newcomer).
+    assert all(count in (0, 1) for counts in spent.values() for count in counts), spent
+    assert all(count == 0 for count in restart_counts(costs).values()), "a pod restarted"
+    costs.cut_work()
     finish(unset, timeout=300)
+    wait_succeeded(costs, timeout=300)
+
+
+def rescale_by_hand(
+    scenario: Scenario, job: TrainingJob, *, counts: tuple[int, ...]
+) -> dict[str, list[int]]:
+    """Writes each count in turn through /scale once the last one's world trains, measures each
+    rescale, and returns the torchrun restarts worker-0 spent on each, by direction."""
+    spent: dict[str, list[int]] = {}
+    current = job.replicas()
+    for replicas in counts:
+        before = restart_units(job, after=0)
+        written = job.scale(replicas)
+        wait_stepping(job, replicas, after=written)
+        cause = "scale-up" if replicas > current else "scale-down"
+        record(
+            job,
+            scenario.rescales,
+            cause=f"{cause} {current}->{replicas} by hand",
+            at=written,
+            world=replicas,
+            pods_added=max(0, replicas - current),
+        )
+        spent.setdefault(cause, []).append(restart_units(job, after=written) - before)
+        current = replicas
+    return spent
 
 
 def held_for_budget(scenario: Scenario, name: str) -> bool:

@@ -3,6 +3,7 @@ joins a running job hangs and then takes the job down; with it, the world grows.
 
 Two agents on loopback, the second started once the first trains (a scale-up), with and without
 the variable, side by side. The rendezvous read timeout is cut to 15 s so the hang ends soon.
+Real torchrun and no cluster: the integration tier, which has the PyTorch environment's fixture.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from autoscaler.torchrun import DISABLE_SHARED_STORE
-from tests.e2e.training import EXAMPLE
 from tests.support.controlplane import REPO_ROOT
 from tests.support.polling import wait_for
 from tests.support.processes import free_port, stop_process
 
 READ_TIMEOUT = 15
+EXAMPLE = REPO_ROOT / "examples" / "elastic-training"
 
 
 class Agents:
