@@ -51,14 +51,14 @@ RDZV_CONF_ENV = "AUTOSCALER_E2E_RDZV_CONF"
 RDZV_CONF = os.environ.get(RDZV_CONF_ENV, "")
 # The engine in seconds rather than minutes, for test time: NOT the shipped defaults
 # (`engine_settings_changed` names each). A reading counts once the world re-formed and the
-# rate window holds only the new world's steps: settle >= the longest stall (~20 s) + the window
-# (6 s) + a margin; with 28 s, a reading that still held a restart once made 3 workers look
-# slower than 2, and the engine shrank the job back.
+# rate window holds only the new world's steps: settle >= the longest stall (the e2e report's
+# max stall) + the window + a margin, or a reading that still holds a restart makes a larger
+# world look slower and the engine shrinks the job back.
 ENGINE_INTERVAL = 2.0
 ENGINE_WINDOW = "6s"
 ENGINE_SETTLE = {
-    "settle_seconds": 36,
-    "cooldown_seconds": 36,
+    "settle_seconds": 32,
+    "cooldown_seconds": 32,
     "scale_down_stabilization_seconds": 2,
     "stale_after_seconds": 600,
     # Progress scraped every second and read every 2 s: still for 6 s is a stall (the default,
