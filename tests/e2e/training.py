@@ -27,11 +27,11 @@ from tests.e2e.ft_measure import Resize as FtResize
 from tests.e2e.measure import Event, Rescale, first_full_step
 from tests.support.controlplane import REPO_ROOT, ControlPlane
 from tests.support.engine_process import ServiceProcess, engine_config, engine_process
+from tests.support.fixtures import EXAMPLE
 from tests.support.node_agent import NodeAgent
 from tests.support.polling import wait_for
 from tests.support.prometheus import PrometheusServer
 
-EXAMPLE = REPO_ROOT / "examples" / "elastic-training"
 JSON = dict[str, Any]
 CHECKPOINT_EVERY = 10
 

@@ -17,11 +17,11 @@ import pytest
 
 from autoscaler.torchrun import DISABLE_SHARED_STORE
 from tests.support.controlplane import REPO_ROOT
+from tests.support.fixtures import EXAMPLE
 from tests.support.polling import wait_for
 from tests.support.processes import free_port, stop_process
 
 READ_TIMEOUT = 15
-EXAMPLE = REPO_ROOT / "examples" / "elastic-training"
 
 
 class Agents:

@@ -183,6 +183,9 @@ def node_agent(start_node_agent: Callable[..., NodeAgent]) -> NodeAgent:
     return start_node_agent()
 
 
+EXAMPLE = REPO_ROOT / "examples" / "elastic-training"  # the training script real torchrun runs
+
+
 def training_environment(*, timeout: float = 3600.0) -> Path:
     """The cached virtualenv with PyTorch (testenv/torch.sh installs it on a cache miss)."""
     command = ["bash", str(REPO_ROOT / "testenv" / "torch.sh")]
