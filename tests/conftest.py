@@ -35,8 +35,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 # The suite's budget stays visible: each tier's minutes (set-up, call and tear-down of its tests)
 # are printed at the end of every run, the slowest files and tests with them.
-_TIER_SECONDS: dict[str, float] = {}
-_FILE_SECONDS: dict[str, float] = {}
+_FILE_SECONDS: dict[Path, float] = {}  # by path under tests/; a tier's time is its files'
 _SLOWEST_FILES = 8
 
 
@@ -48,16 +47,16 @@ def _tier(path: Path) -> str:
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     path = Path(str(report.fspath)).resolve()
     if path.is_relative_to(_TESTS):
-        tier = _tier(path)
-        _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + report.duration
-        file = str(path.relative_to(_TESTS))
-        _FILE_SECONDS[file] = _FILE_SECONDS.get(file, 0.0) + report.duration
+        _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _TIER_SECONDS:
-        spent = ", ".join(f"{tier} {s / 60:.1f} min" for tier, s in sorted(_TIER_SECONDS.items()))
+    if _FILE_SECONDS:
+        tiers: dict[str, float] = {}
+        for path, seconds in _FILE_SECONDS.items():
+            tiers[_tier(path)] = tiers.get(_tier(path), 0.0) + seconds
+        spent = ", ".join(f"{tier} {s / 60:.1f} min" for tier, s in sorted(tiers.items()))
         terminalreporter.write_line(f"suite time by tier: {spent}")
         slowest = sorted(_FILE_SECONDS.items(), key=lambda item: -item[1])[:_SLOWEST_FILES]
-        files = ", ".join(f"{file} {s / 60:.1f} min" for file, s in slowest)
+        files = ", ".join(f"{path.relative_to(_TESTS)} {s / 60:.1f} min" for path, s in slowest)
         terminalreporter.write_line(f"slowest files: {files}")
