@@ -136,6 +136,14 @@ class EngineConfig(Strict):
         " `running-median` (linear at the median samples/s per worker of the running jobs of its"
         " hardware; `make bench-sim`'s admission rows measure it)",
     )
+    trust_declared_profiles: bool = Field(
+        default=False,
+        description="price a running job by the samples/s it declared (its throughput-profile"
+        " annotation) rather than by what it is observed to do, with no exploration bound; by"
+        " default a declared profile prices a job only while it waits. For profiles measured on"
+        " the same hardware and batch; the simulator runs `optimus` so with goodput, as Pollux's"
+        " paper ran Optimus+Oracle",
+    )
     decision_log: Path | None = Field(default=None, description="JSON lines, one per job and round")
     write_concurrency: PositiveInt = Field(
         default=8, description="jobs written at once (each job's /scale, then its state)"

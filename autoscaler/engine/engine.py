@@ -128,6 +128,7 @@ class Engine:
             goodput=self._priced,
             bounds=self._bounds,
             prior=self.config.waiting_prior,
+            trust_declared=self.config.trust_declared_profiles,
         )
         # Fitted once, for the objective and the predictions, on a writer thread while the
         # policy decides: the writers are idle until the round's first write, and the main

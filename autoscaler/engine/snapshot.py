@@ -8,7 +8,13 @@ from autoscaler.engine.goodput import priced_snapshot
 from autoscaler.engine.ports import JobKey, ManagedJob
 from autoscaler.engine.settle import restarts_left
 from autoscaler.engine.state import JobState, Step
-from autoscaler.engine.waiting import Resources, per_worker_rates, prior_curve, waiting
+from autoscaler.engine.waiting import (
+    Resources,
+    declared_curve,
+    per_worker_rates,
+    prior_curve,
+    waiting,
+)
 from autoscaler.policies.contract import EngineBounds, Goodput, JobSnapshot, Snapshot
 
 
@@ -19,9 +25,10 @@ def job_snapshot(
     now: datetime,
     restart_seconds: float | None = None,
     rates: Mapping[Resources, float] | None = None,
+    trust_declared: bool = False,
 ) -> JobSnapshot:
     """The job as a policy sees it; a waiting job with its prior curve (`rates`: the default
-    prior's, `per_worker_rates`)."""
+    prior's, `per_worker_rates`); `trust_declared`: a running job with its declared curve too."""
     highest, allowed = reachable(job)
     waits = waiting(job, state)
     counts = allowed or range(job.min_replicas, highest + 1)
@@ -50,7 +57,9 @@ def job_snapshot(
         requested_replicas=state.requested,
         allowed_replicas=allowed,
         waiting=waits,
-        curve=prior_curve(job, state, counts=counts, rates=rates or {}) if waits else None,
+        curve=prior_curve(job, state, counts=counts, rates=rates or {})
+        if waits
+        else (declared_curve(job) if trust_declared else None),
     )
 
 
@@ -78,13 +87,21 @@ def snapshot(
     goodput: Mapping[JobKey, Goodput] | None = None,
     bounds: EngineBounds | None = None,
     prior: WaitingPrior = "none",
+    trust_declared: bool = False,
 ) -> Snapshot:
     """Every job as a policy sees it; a job in `goodput` with its goodput curve; `bounds`: what
     the engine will enforce on the decisions; `prior`: the curve of a waiting job that has none
-    (`EngineConfig.waiting_prior`)."""
+    (`EngineConfig.waiting_prior`); `trust_declared`: `EngineConfig.trust_declared_profiles`."""
     rates = per_worker_rates(jobs, states) if prior == "running-median" else {}
     views = [
-        job_snapshot(job, states[job.key], now=now, restart_seconds=restart_seconds, rates=rates)
+        job_snapshot(
+            job,
+            states[job.key],
+            now=now,
+            restart_seconds=restart_seconds,
+            rates=rates,
+            trust_declared=trust_declared,
+        )
         for job in jobs
     ]
     priced = goodput or {}

@@ -55,14 +55,22 @@ def per_worker_rates(
     return {key: statistics.median(values) for key, values in rates.items()}
 
 
+def declared_curve(job: ManagedJob) -> ModelCurve | None:
+    """The samples/s the job declared (its throughput-profile annotation), as a model curve."""
+    if not job.throughput_profile:
+        return None
+    return ModelCurve(source="declared", values=dict(job.throughput_profile))
+
+
 def prior_curve(
     job: ManagedJob, state: JobState, *, counts: Iterable[int], rates: Mapping[Resources, float]
 ) -> ModelCurve | None:
     """A waiting job's model curve, at `counts` (a prior's): declared, else none while it has
     observations of its own, else linear scaling at its hardware's median per-worker rate
     (optimistic, as exploring past observations is), else none."""
-    if job.throughput_profile:
-        return ModelCurve(source="declared", values=dict(job.throughput_profile))
+    declared = declared_curve(job)
+    if declared is not None:
+        return declared
     rate = rates.get(resources(job))
     if state.throughput or rate is None:
         return None

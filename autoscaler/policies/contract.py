@@ -59,8 +59,9 @@ class ModelCurve(BaseModel):
     source: Literal["goodput", "declared", "prior"] = Field(
         description="where the model comes from: `goodput`, the engine's pricing of a job that"
         " reports its gradient statistics (goodput in samples at its base batch per second);"
-        " `declared`, the samples/s the waiting job declared (its throughput-profile"
-        " annotation); `prior`, the engine's `waiting_prior` for a waiting job it never"
+        " `declared`, the samples/s the job declared (its throughput-profile annotation), shown"
+        " while it waits, and while it runs too under the engine's `trust_declared_profiles`;"
+        " `prior`, the engine's `waiting_prior` for a waiting job it never"
         " observed (samples/s scaling linearly at the median per-worker rate of the running"
         " jobs with its resources per worker)"
     )

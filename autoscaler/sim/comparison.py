@@ -66,6 +66,7 @@ def run_policy(
     reporting = reporting_of(policy)
     models = None if goodput is None else goodput.progress_models(adapting=choice.adapts_batch)
     config = replace(config, preemptible=True) if choice.holds_back else config
+    config = replace(config, oracle=True) if choice.oracle and goodput is not None else config
     sim = Simulation(workload=workload, profiles=profiles, config=config, goodput=models)
     engine = Engine(
         cluster=sim.cluster,

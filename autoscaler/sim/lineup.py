@@ -3,7 +3,9 @@
 A named configuration is an installed plug-in with a fixed config, not a plug-in of its own:
 
 - `optimus`, `tiresias`: with goodput (`SimConfig.goodput`) their jobs keep the workload's batch,
-  as Pollux's paper ran these baselines; `tiresias` runs with every job preemptible (it queues).
+  as Pollux's paper ran these baselines; `tiresias` runs with every job preemptible (it queues),
+  and `optimus` is priced by its jobs' true rates at every count, not by what it observed
+  (Optimus+Oracle, `SimConfig.oracle`).
 - `pollux-style`: `speedup-optimizer` with the objective Pollux schedules by, the power mean of the
   jobs' speedups with p = -1 (the fitness function of Qiao et al., "Pollux", OSDI'21).
 """
@@ -28,10 +30,11 @@ class PolicyChoice:
     # as Pollux's paper ran its baselines).
     adapts_batch: bool = True
     holds_back: bool = False  # it runs with every job preemptible (it queues jobs, as Tiresias)
+    oracle: bool = False  # with goodput, priced by true rates (as the paper ran Optimus)
 
 
 NAMED = {
-    "optimus": PolicyChoice("optimus", "optimus", adapts_batch=False),
+    "optimus": PolicyChoice("optimus", "optimus", adapts_batch=False, oracle=True),
     "tiresias": PolicyChoice("tiresias", "tiresias", adapts_batch=False, holds_back=True),
     "pollux-style": PolicyChoice(
         "pollux-style", "speedup-optimizer", {"objective": {"kind": "power-mean", "exponent": -1.0}}

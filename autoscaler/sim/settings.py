@@ -31,6 +31,7 @@ def engine_config(sim: SimConfig, *, policy: str, config: Mapping[str, Any]) -> 
         interval_seconds=sim.interval_seconds,
         restart_seconds=sim.restart_seconds,
         waiting_prior=sim.waiting_prior,
+        trust_declared_profiles=sim.oracle,
         policy=PolicySelection(name=policy, config=dict(config)),
         settle=SettleConfig(
             settle_seconds=measured,

@@ -49,6 +49,7 @@ class SimConfig:
     preemptible: bool = False  # every job lets the engine hold it back (queueing on)
     waiting_prior: WaitingPrior = "none"  # the engine's curve of a waiting job it never observed
     declared_profiles: bool = False  # every job declares its samples/s by count (as profiled)
+    oracle: bool = False  # every job declares its true samples/s and the engine trusts them
     # A Pollux workload progresses by statistical efficiency (`autoscaler.sim.goodput`).
     goodput: bool = False
     seed: int = 0
@@ -99,7 +100,7 @@ class Simulation:
             origin=self.config.origin,
             declared_work=self.config.declared_work,
             preemptible=self.config.preemptible,
-            declared_profiles=self.config.declared_profiles,
+            declared_profiles=self.config.declared_profiles or self.config.oracle,
         )
         self.throughput = SimThroughput(
             self.state,

@@ -90,3 +90,24 @@ def test_a_simulated_run_finishes_every_job_above_the_lp_bound() -> None:
 def test_goodput_needs_pollux_traces() -> None:
     with pytest.raises(SimInputError, match="Pollux traces"):
         compare(config=dataclasses.replace(SimConfig(), goodput=True), policies=["static"])
+
+
+def test_optimus_is_priced_by_its_jobs_true_rates_with_goodput_only() -> None:
+    """Optimus+Oracle as Pollux's paper ran it: the engine trusts each job's declared true rates
+    (no exploration past the counts it ran at), so it sizes the jobs differently from the same
+    allocator learning its curves; without goodput `optimus` learns as every policy does."""
+    learning = PolicyChoice("optimus-learning", "optimus", adapts_batch=False)
+    policies = ["optimus", learning]
+    config = SimConfig(gpus=16, gpus_per_node=4, restart_seconds=30.0, goodput=True)
+    profiles = load_pollux_profiles(TRACES)
+    runs = compare(workload=_jobs(), profiles=profiles, config=config, policies=policies).runs
+    oracle, learned = (runs[n].result for n in ("optimus", "optimus-learning"))
+    assert oracle.mean_jct != learned.mean_jct
+    assert oracle.rescales < learned.rescales  # it goes to a count at once, no stepping up
+    without = dataclasses.replace(config, goodput=False)
+    jobs = [dataclasses.replace(job, iterations=20_000) for job in _jobs()]
+    profiles = {"cifar10": profiles["cifar10"]}
+    runs = compare(workload=jobs, profiles=profiles, config=without, policies=policies).runs
+    oracle, learned = (runs[n].result for n in ("optimus", "optimus-learning"))
+    assert (oracle.mean_jct, oracle.rescales) == (learned.mean_jct, learned.rescales)
+    assert learned.rescales > 2  # it stepped up as it learned

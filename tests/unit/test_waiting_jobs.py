@@ -101,6 +101,30 @@ def test_a_waiting_jobs_prior_in_order(
     assert shown.throughput == {n: p.samples_per_second for n, p in state.throughput.items()}
 
 
+DECLARED = ModelCurve(source="declared", values=PROFILE)
+RUNNING = {"active": 4, "throughput_profile": PROFILE}
+SEEN = observed((4, 50.0))
+# (why, job, the engine's state of it, the engine trusts declared profiles?, the curve shown)
+TRUSTED: list[tuple[str, ManagedJob, JobState, bool, ModelCurve | None]] = [
+    ("running, by default: observed only", new(**RUNNING), SEEN, False, None),
+    ("running, trusted: its declared curve", new(**RUNNING), SEEN, True, DECLARED),
+    ("running, not preemptible, trusted", new(preemptible=False, **RUNNING), SEEN, True, DECLARED),
+    ("running, trusted, nothing declared", new(active=4), SEEN, True, None),
+    ("waiting, trusted: as by default", new(throughput_profile=PROFILE), JobState(), True, DECLARED),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("why", "job", "state", "trusted", "curve"), TRUSTED)
+def test_a_running_jobs_declared_profile_prices_it_only_when_trusted(
+    why: str, job: ManagedJob, state: JobState, trusted: bool, curve: ModelCurve | None
+) -> None:
+    shown = job_snapshot(job, state, now=NOW, trust_declared=trusted)
+    assert shown.curve == curve, why
+    assert shown.waiting is (state is not SEEN), why
+    # Observations are shown beside a model curve either way.
+    assert shown.throughput == {n: p.samples_per_second for n, p in state.throughput.items()}
+
+
 def test_the_default_rate_is_the_median_per_worker_rate_of_running_jobs_by_hardware() -> None:
     jobs = {
         "a": (new(name="a", active=2), observed((2, 100.0))),  # 50 per worker
@@ -230,13 +254,20 @@ class RunningThroughput(CurveThroughput):
         return {job.key: 100.0 * job.active if job.active else None for job in jobs}
 
 
-def _engine(jobs: list[ManagedJob], policy: Scripted) -> tuple[Engine, MemoryCluster]:
+def _engine(
+    jobs: list[ManagedJob], policy: Scripted, *, trust_declared: bool = False
+) -> tuple[Engine, MemoryCluster]:
     cluster = MemoryCluster(jobs_={j.key: j for j in jobs}, gpus=16.0)
     settle = SettleConfig(
         settle_seconds=0, cooldown_seconds=60, scale_down_stabilization_seconds=0,
         min_run_seconds=120, max_held_seconds=300,
     )  # fmt: skip
-    config = EngineConfig(interval_seconds=30, settle=settle, policy=PolicySelection())
+    config = EngineConfig(
+        interval_seconds=30,
+        settle=settle,
+        policy=PolicySelection(),
+        trust_declared_profiles=trust_declared,
+    )
     engine = Engine(
         cluster=cluster,
         throughput=RunningThroughput(cluster=cluster, curves={}),
@@ -271,6 +302,20 @@ def test_the_engine_holds_back_a_job_that_never_ran_in_one_write_and_the_bound_r
     assert (now - at[0]).total_seconds() == 300  # the starvation bound, to the round
     assert cluster.writes[-1] == ("fresh", 1)  # its minimum, whatever the policy says
     assert unstarted(cluster.jobs_[fresh.key], engine.states[fresh.key]) is False
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+def test_the_engine_shows_a_running_jobs_declared_curve_when_it_trusts_profiles(
+    trusted: bool,
+) -> None:
+    policy = Scripted({"run": 4})
+    engine, _ = _engine(
+        [make_job("run", throughput_profile=PROFILE)], policy, trust_declared=trusted
+    )
+    engine.run_once(now=START)
+    (shown,) = policy.seen[-1].jobs
+    assert shown.waiting is False
+    assert shown.curve == (DECLARED if trusted else None)
 
 
 LINEAR = {
