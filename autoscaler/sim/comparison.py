@@ -101,7 +101,7 @@ def run_policy(
         result=result,
         solve_seconds=tuple(solves),
         fallbacks=fallbacks,
-        model=model_of(choice),
+        model="oracle" if config.oracle else model_of(choice),
     )
 
 

@@ -22,7 +22,7 @@ class PolicyRun:
     result: RunResult
     solve_seconds: tuple[float, ...]  # wall-clock time of each round's decision
     fallbacks: int  # rounds in which the policy failed or overran (every count kept)
-    model: str = "-"  # the throughput model it decides on (`lineup.model_of`)
+    model: str = "-"  # the throughput model it decides on (`lineup.model_of`, or `oracle`)
 
     @property
     def mean_solve_seconds(self) -> float | None:

@@ -101,6 +101,7 @@ def test_optimus_is_priced_by_its_jobs_true_rates_with_goodput_only() -> None:
     config = SimConfig(gpus=16, gpus_per_node=4, restart_seconds=30.0, goodput=True)
     profiles = load_pollux_profiles(TRACES)
     runs = compare(workload=_jobs(), profiles=profiles, config=config, policies=policies).runs
+    assert (runs["optimus"].model, runs["optimus-learning"].model) == ("oracle", "exploring")
     oracle, learned = (runs[n].result for n in ("optimus", "optimus-learning"))
     assert oracle.mean_jct != learned.mean_jct
     assert oracle.rescales < learned.rescales  # it goes to a count at once, no stepping up
@@ -108,6 +109,7 @@ def test_optimus_is_priced_by_its_jobs_true_rates_with_goodput_only() -> None:
     jobs = [dataclasses.replace(job, iterations=20_000) for job in _jobs()]
     profiles = {"cifar10": profiles["cifar10"]}
     runs = compare(workload=jobs, profiles=profiles, config=without, policies=policies).runs
+    assert runs["optimus"].model == "exploring"
     oracle, learned = (runs[n].result for n in ("optimus", "optimus-learning"))
     assert (oracle.mean_jct, oracle.rescales) == (learned.mean_jct, learned.rescales)
     assert learned.rescales > 2  # it stepped up as it learned
