@@ -211,7 +211,8 @@ class JobAnnotations(BaseModel):
             alias=c.ANNOTATION_THROUGHPUT_PROFILE,
             description="the job's samples/s at some worker counts, measured beforehand: a"
             " policy sizes the job by it while it waits (not started yet, or held back; none:"
-            " by its own earlier observations, else by the engine's default prior)",
+            " by its own earlier observations, else by the engine's default prior), and while"
+            " it runs too under the engine's `trust_declared_profiles`",
         ),
         Reader(
             _throughput_profile,

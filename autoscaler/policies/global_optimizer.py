@@ -315,8 +315,9 @@ def speedup_greedy(config: GreedyConfig) -> GlobalOptimizer:
 
 def optimus(config: GreedyConfig) -> GlobalOptimizer:
     """Optimus (EuroSys'18) as it allocates: the next worker to the job whose estimated remaining
-    time it shortens most, per resource, with the remaining work known ("Optimus+Oracle" as the
-    Pollux artifact reimplements it); a rescale is not priced."""
+    time it shortens most, per resource, with the remaining work known; a rescale is not priced.
+    Given each job's true rates as well (declared profiles the engine trusts, as the simulator's
+    goodput runs give them) it is "Optimus+Oracle" as the Pollux artifact reimplements it."""
     remaining = Objective(kind="completion-time", exponent=1.0)
     pure = GlobalOptimizerConfig(
         objective=remaining, resource=config.resource, restart_seconds=0.0, model=config.model
