@@ -48,6 +48,7 @@ def job_snapshot(
         seconds_since_rescale=None
         if state.last_rescale is None
         else max(0.0, (now - state.last_rescale).total_seconds()),
+        rescales=state.rescales,
         restart_seconds=job.restart_seconds if job.restart_seconds is not None else restart_seconds,
         restarts_remaining=restarts_left(job, state),
         remaining_samples=None

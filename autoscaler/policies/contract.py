@@ -103,6 +103,11 @@ class JobSnapshot(BaseModel):
     seconds_since_rescale: NonNegativeFloat | None = Field(
         default=None, description="None when the job was never rescaled"
     )
+    rescales: NonNegativeInt = Field(
+        default=0,
+        description="changes of the job's count the engine has seen (its own writes and anyone"
+        " else's, holds and resumes included)",
+    )
     restart_seconds: NonNegativeFloat | None = Field(
         default=None, description="this job's stall per rescale; None = the policy's default"
     )

@@ -13,10 +13,11 @@ knapsack over the chosen resource is solved exactly (`solver.solve_allocation`).
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Literal, Self
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import Field, PositiveFloat
+from pydantic import Field, PositiveFloat, model_validator
 
 from autoscaler.api import coordinates as c
 from autoscaler.policies.contract import (
@@ -61,6 +62,13 @@ class GlobalOptimizerConfig(PolicyConfig):
     horizon_seconds: PositiveFloat = Field(
         default=600.0, description="how long a new allocation is expected to last"
     )
+    restart_discount: Literal["horizon", "age"] = Field(
+        default="horizon",
+        description="with an objective over speedups, what share of a new count's speedup a"
+        " rescale leaves: `horizon`, 1 - restart / horizon; `age`, Pollux's restart factor"
+        " max(age - rescales x restart, 0) / (age + restart), so a job rescaled often for its"
+        " age is rescaled less (Qiao et al., OSDI'21, and its artifact's `pollux.py`)",
+    )
     hold_seconds: PositiveFloat = Field(
         default=3600.0,
         description="how long a preemptible job held back is taken to wait when the snapshot"
@@ -68,6 +76,15 @@ class GlobalOptimizerConfig(PolicyConfig):
     )
     max_gap: float = Field(default=0.0, ge=0, le=0.1, description="0 = provably optimal")
     model: ThroughputModel = EXPLORING
+
+    @model_validator(mode="after")
+    def _discount_over_speedups(self) -> Self:
+        if self.restart_discount != "horizon" and self.objective.over_remaining_time:
+            raise ValueError(
+                "restart_discount applies to objectives over speedups: completion-time prices a"
+                " rescale by its stall"
+            )
+        return self
 
 
 class SpeedupOptimizerConfig(GlobalOptimizerConfig):
@@ -199,8 +216,7 @@ class GlobalOptimizer:
             waited = hold_seconds + _column(restarts)[:, 0] + seconds[:, 0]
             holds = objective.utility(waited[:, None], weight=weights)[:, 0]
         else:
-            horizon = self.config.horizon_seconds
-            kept = [max(0.0, 1.0 - restart / horizon) for restart in restarts]
+            kept = [self._kept(job, restart) for job, restart in zip(jobs, restarts, strict=True)]
             factors = np.repeat(_column(kept), throughput.shape[1], axis=1)
             factors[rows, current] = 1.0
             values = objective.utility(np.nan_to_num(speedup, nan=0.0) * factors, weight=weights)
@@ -210,6 +226,14 @@ class GlobalOptimizer:
         values[rows[stuck], current[stuck]] = 0.0
         holds[stuck | ~np.isfinite(holds)] = -np.inf
         return values, holds
+
+    def _kept(self, job: JobSnapshot, restart: float) -> float:
+        """The share of a new count's speedup left after its rescale (`restart_discount`)."""
+        if self.config.restart_discount == "horizon":
+            return max(0.0, 1.0 - restart / self.config.horizon_seconds)
+        if restart == 0:
+            return 1.0
+        return max(0.0, job.age_seconds - job.rescales * restart) / (job.age_seconds + restart)
 
     def _restart(self, job: JobSnapshot) -> float:
         own = job.restart_seconds

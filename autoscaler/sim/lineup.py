@@ -7,7 +7,8 @@ A named configuration is an installed plug-in with a fixed config, not a plug-in
   and `optimus` is priced by its jobs' true rates at every count, not by what it observed
   (Optimus+Oracle, `SimConfig.oracle`).
 - `pollux-style`: `speedup-optimizer` with the objective Pollux schedules by, the power mean of the
-  jobs' speedups with p = -1 (the fitness function of Qiao et al., "Pollux", OSDI'21).
+  jobs' speedups with p = -1, and its restart factor (the fitness function of Qiao et al.,
+  "Pollux", OSDI'21).
 """
 
 from collections.abc import Iterable, Mapping
@@ -37,7 +38,9 @@ NAMED = {
     "optimus": PolicyChoice("optimus", "optimus", adapts_batch=False, oracle=True),
     "tiresias": PolicyChoice("tiresias", "tiresias", adapts_batch=False, holds_back=True),
     "pollux-style": PolicyChoice(
-        "pollux-style", "speedup-optimizer", {"objective": {"kind": "power-mean", "exponent": -1.0}}
+        "pollux-style",
+        "speedup-optimizer",
+        {"objective": {"kind": "power-mean", "exponent": -1.0}, "restart_discount": "age"},
     ),
 }
 DEFAULT_POLICIES = (

@@ -682,3 +682,10 @@ def test_a_policy_sees_a_jobs_own_rescale_stall_else_the_engines(
     job = dataclasses.replace(make_job("a"), restart_seconds=own, max_restarts=None)
     view = job_snapshot(job, JobState(), now=START, restart_seconds=15.0)
     assert (view.restart_seconds, view.restarts_remaining) == (seen, None)
+
+
+def test_a_policy_sees_how_often_and_how_lately_a_job_was_rescaled() -> None:
+    state = JobState(rescales=3, last_rescale=START - timedelta(seconds=90))
+    view = job_snapshot(make_job("a"), state, now=START)
+    assert (view.rescales, view.seconds_since_rescale) == (3, 90.0)
+    assert job_snapshot(make_job("a"), JobState(), now=START).rescales == 0

@@ -1,11 +1,15 @@
 """The optimizer's values and the reported objective, computed for all jobs at once, against the
-formulas written job by job: random snapshots must give the very same numbers, bit for bit."""
+formulas written job by job: random snapshots must give the very same numbers, bit for bit; and
+the restart discount an objective over speedups prices a rescale by."""
 
 from collections.abc import Mapping
+from typing import Literal
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from autoscaler.policies.contract import JobSnapshot, Snapshot
 from autoscaler.policies.global_optimizer import (
@@ -23,6 +27,7 @@ from autoscaler.policies.speedup import (
     remaining_samples,
 )
 from autoscaler.policies.throughput_model import ThroughputModel
+from tests.support.clock import NOW
 
 GPU = "nvidia.com/gpu"
 MODELS = [EXPLORING, ThroughputModel(), ThroughputModel(exploration_step=0)]
@@ -33,13 +38,20 @@ OBJECTIVES = st.builds(
     kind=st.sampled_from(["completion-time", "throughput", "proportional", "power-mean"]),
     exponent=st.sampled_from([-2.0, -1.0, -0.25, 0.0, 0.5, 1.0]) | st.floats(-3.0, 3.0),
 )
-CONFIGS = st.builds(
-    GlobalOptimizerConfig,
-    objective=OBJECTIVES,
-    restart_seconds=st.floats(0.0, 900.0),
-    horizon_seconds=st.floats(1.0, 5000.0),
-    model=st.sampled_from(MODELS),
-)
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> GlobalOptimizerConfig:
+    """Any objective; Pollux's restart factor where it applies (objectives over speedups)."""
+    objective = draw(OBJECTIVES)
+    discounts = ["horizon"] if objective.over_remaining_time else ["horizon", "age"]
+    return GlobalOptimizerConfig(
+        objective=objective,
+        restart_seconds=draw(st.floats(0.0, 900.0)),
+        horizon_seconds=draw(st.floats(1.0, 5000.0)),
+        restart_discount=draw(st.sampled_from(discounts)),
+        model=draw(st.sampled_from(MODELS)),
+    )
 
 
 @st.composite
@@ -64,6 +76,8 @@ def jobs(draw: st.DrawFn, name: str) -> JobSnapshot:
         restart_seconds=draw(st.none() | st.floats(0.0, 900.0)),
         remaining_samples=draw(st.none() | st.floats(0.0, 1e9)),
         attained_seconds=draw(st.floats(0.0, 1e5)),
+        age_seconds=draw(st.floats(0.0, 1e5)),
+        rescales=draw(st.integers(0, 50)),
         allowed_replicas=draw(st.none() | allowed.map(lambda counts: tuple(sorted(counts)))),
     )
 
@@ -115,7 +129,12 @@ def job_values(config: GlobalOptimizerConfig, job: JobSnapshot, curve: JobCurve)
         stalls[current] = 0.0
         values = utility(objective, seconds + stalls, weight=job.weight)
     else:
-        factors = np.full(len(curve.throughput), max(0.0, 1.0 - restart / config.horizon_seconds))
+        if config.restart_discount == "horizon":
+            kept = max(0.0, 1.0 - restart / config.horizon_seconds)
+        else:  # Pollux's restart factor
+            lived = job.age_seconds - job.rescales * restart
+            kept = 1.0 if restart == 0 else max(0.0, lived) / (job.age_seconds + restart)
+        factors = np.full(len(curve.throughput), kept)
         factors[current] = 1.0
         values = utility(objective, np.nan_to_num(speedup, nan=0.0) * factors, weight=job.weight)
     counts = np.arange(job.min_replicas, job.max_replicas + 1)
@@ -150,7 +169,7 @@ def reported(
 
 
 @settings(max_examples=300)
-@given(snapshots(), CONFIGS)
+@given(snapshots(), configs())
 def test_the_values_of_all_jobs_at_once_are_those_of_each_job(
     snapshot: Snapshot, config: GlobalOptimizerConfig
 ) -> None:
@@ -176,3 +195,40 @@ def test_the_reported_objective_is_the_sum_job_by_job(
     found = objective_value(snapshot, replicas, objective=objective, model=model)
     expected = reported(snapshot, replicas, objective=objective, model=model)
     assert found == expected or (np.isnan(found) and np.isnan(expected))
+
+
+POWER_MEAN = Objective(kind="power-mean", exponent=-1.0)
+# (restart discount, the job's age in seconds, its rescales so far, the count it is given)
+DISCOUNTS = [
+    ("horizon", 100.0, 3, 4),  # 1 - 30/600 of a doubled speedup: worth it
+    ("age", 100.0, 3, 2),  # Pollux: (100 - 3 x 30) / (100 + 30) of it is not
+    ("age", 100.0, 0, 4),  # ... unless it was never rescaled
+    ("age", 10_000.0, 3, 4),  # ... or has lived long enough for three restarts
+]
+
+
+@pytest.mark.parametrize(("discount", "age", "rescales", "count"), DISCOUNTS)
+def test_pollux_restart_factor_keeps_a_job_rescaled_often_for_its_age(
+    discount: Literal["horizon", "age"], age: float, rescales: int, count: int
+) -> None:
+    job = JobSnapshot(
+        namespace="ns",
+        name="a",
+        min_replicas=2,
+        max_replicas=4,
+        replicas=2,
+        resources_per_replica={GPU: 1.0},
+        throughput={2: 200.0, 4: 400.0},
+        age_seconds=age,
+        rescales=rescales,
+    )
+    config = GlobalOptimizerConfig(
+        objective=POWER_MEAN, restart_seconds=30.0, restart_discount=discount
+    )
+    (decision,) = GlobalOptimizer(config).decide(Snapshot(capacity={GPU: 4.0}, jobs=[job]), now=NOW)
+    assert decision.replicas == count
+
+
+def test_pollux_restart_factor_needs_an_objective_over_speedups() -> None:
+    with pytest.raises(ValidationError, match="restart_discount applies to objectives over"):
+        GlobalOptimizerConfig(restart_discount="age")

@@ -121,7 +121,7 @@ def test_named_configurations_and_the_lineup() -> None:
     pollux = choose("pollux-style")
     assert (pollux.plugin, pollux.config) == (
         "speedup-optimizer",
-        {"objective": {"kind": "power-mean", "exponent": -1.0}},
+        {"objective": {"kind": "power-mean", "exponent": -1.0}, "restart_discount": "age"},
     )
     assert reporting_of(built(pollux)).objective == Objective(kind="power-mean", exponent=-1.0)
     assert choose("static") == PolicyChoice("static", "static")
