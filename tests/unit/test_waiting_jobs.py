@@ -71,56 +71,45 @@ def test_which_jobs_wait(why: str, job: ManagedJob, state: JobState, waits: bool
 RATES = {tuple(ONE_GPU.items()): 100.0}
 
 
-# (why, job, state, rates, the curve it is shown with)
-PRIORS: list[tuple[str, ManagedJob, JobState, Any, ModelCurve | None]] = [
-    ("declared wins", new(throughput_profile=PROFILE), JobState(), RATES,
-     ModelCurve(source="declared", values=PROFILE)),
-    ("declared wins over earlier observations", new(throughput_profile=PROFILE, **HELD),
-     observed((2, 50.0)), RATES, ModelCurve(source="declared", values=PROFILE)),
-    ("earlier observations: fitted from `throughput`", new(**HELD), observed((2, 50.0)), RATES,
-     None),
-    ("the default: linear at the median rate", new(min_replicas=2, max_replicas=4), JobState(),
-     RATES, ModelCurve(source="prior", values={2: 200.0, 3: 300.0, 4: 400.0})),
-    ("the default at its allowed counts", new(allowed_replicas=(2, 8)), JobState(), RATES,
-     ModelCurve(source="prior", values={2: 200.0, 8: 800.0})),
-    ("nothing observed of its hardware: none", new(resources_per_replica={GPU: 8.0}),
-     JobState(), RATES, None),
-    ("nothing observed at all: none", new(), JobState(), {}, None),
-    ("not waiting: none", new(active=4, throughput_profile=PROFILE), JobState(), RATES, None),
-    ("not preemptible: none", new(preemptible=False, throughput_profile=PROFILE), JobState(),
-     RATES, None),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize(("why", "job", "state", "rates", "curve"), PRIORS)
-def test_a_waiting_jobs_prior_in_order(
-    why: str, job: ManagedJob, state: JobState, rates: Any, curve: ModelCurve | None
-) -> None:
-    shown = job_snapshot(job, state, now=NOW, rates=rates)
-    assert shown.curve == curve, why
-    assert shown.throughput == {n: p.samples_per_second for n, p in state.throughput.items()}
-
-
 DECLARED = ModelCurve(source="declared", values=PROFILE)
 RUNNING = {"active": 4, "throughput_profile": PROFILE}
 SEEN = observed((4, 50.0))
-# (why, job, the engine's state of it, the engine trusts declared profiles?, the curve shown)
-TRUSTED: list[tuple[str, ManagedJob, JobState, bool, ModelCurve | None]] = [
-    ("running, by default: observed only", new(**RUNNING), SEEN, False, None),
-    ("running, trusted: its declared curve", new(**RUNNING), SEEN, True, DECLARED),
-    ("running, not preemptible, trusted", new(preemptible=False, **RUNNING), SEEN, True, DECLARED),
-    ("running, trusted, nothing declared", new(active=4), SEEN, True, None),
-    ("waiting, trusted: as by default", new(throughput_profile=PROFILE), JobState(), True, DECLARED),
+# (why, job, state, rates, the engine trusts declared profiles?, the curve it is shown with)
+CURVES: list[tuple[str, ManagedJob, JobState, Any, bool, ModelCurve | None]] = [
+    ("declared wins", new(throughput_profile=PROFILE), JobState(), RATES, False, DECLARED),
+    ("declared wins over earlier observations", new(throughput_profile=PROFILE, **HELD),
+     observed((2, 50.0)), RATES, False, DECLARED),
+    ("earlier observations: fitted from `throughput`", new(**HELD), observed((2, 50.0)), RATES,
+     False, None),
+    ("the default: linear at the median rate", new(min_replicas=2, max_replicas=4), JobState(),
+     RATES, False, ModelCurve(source="prior", values={2: 200.0, 3: 300.0, 4: 400.0})),
+    ("the default at its allowed counts", new(allowed_replicas=(2, 8)), JobState(), RATES, False,
+     ModelCurve(source="prior", values={2: 200.0, 8: 800.0})),
+    ("nothing observed of its hardware: none", new(resources_per_replica={GPU: 8.0}),
+     JobState(), RATES, False, None),
+    ("nothing observed at all: none", new(), JobState(), {}, False, None),
+    ("not waiting: none", new(**RUNNING), JobState(), RATES, False, None),
+    ("not preemptible: none", new(preemptible=False, throughput_profile=PROFILE), JobState(),
+     RATES, False, None),
+    ("running, trusted: its declared curve", new(**RUNNING), SEEN, RATES, True, DECLARED),
+    ("running, not preemptible, trusted", new(preemptible=False, **RUNNING), SEEN, RATES, True,
+     DECLARED),
+    ("running, trusted, nothing declared", new(active=4), SEEN, RATES, True, None),
+    ("waiting, trusted: as untrusted", new(throughput_profile=PROFILE), JobState(), RATES, True,
+     DECLARED),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("why", "job", "state", "trusted", "curve"), TRUSTED)
-def test_a_running_jobs_declared_profile_prices_it_only_when_trusted(
-    why: str, job: ManagedJob, state: JobState, trusted: bool, curve: ModelCurve | None
+@pytest.mark.parametrize(
+    ("job", "state", "rates", "trusted", "curve"),
+    [row[1:] for row in CURVES],
+    ids=[row[0] for row in CURVES],
+)
+def test_the_curve_a_job_is_shown_waiting_or_trusted_running(
+    job: ManagedJob, state: JobState, rates: Any, trusted: bool, curve: ModelCurve | None
 ) -> None:
-    shown = job_snapshot(job, state, now=NOW, trust_declared=trusted)
-    assert shown.curve == curve, why
-    assert shown.waiting is (state is not SEEN), why
+    shown = job_snapshot(job, state, now=NOW, rates=rates, trust_declared=trusted)
+    assert shown.curve == curve
     # Observations are shown beside a model curve either way.
     assert shown.throughput == {n: p.samples_per_second for n, p in state.throughput.items()}
 
