@@ -140,9 +140,10 @@ class EngineConfig(Strict):
         default=False,
         description="price a running job by the samples/s it declared (its throughput-profile"
         " annotation) rather than by what it is observed to do, with no exploration bound; by"
-        " default a declared profile prices a job only while it waits. For profiles measured on"
-        " the same hardware and batch; the simulator runs `optimus` so with goodput, as Pollux's"
-        " paper ran Optimus+Oracle",
+        " default a declared profile prices a job only while it waits (a job sized by goodput"
+        " keeps its goodput curve either way). For profiles measured on the same hardware and"
+        " batch; the simulator runs `optimus` so with goodput, as Pollux's paper ran"
+        " Optimus+Oracle",
     )
     decision_log: Path | None = Field(default=None, description="JSON lines, one per job and round")
     write_concurrency: PositiveInt = Field(

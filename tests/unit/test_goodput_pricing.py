@@ -150,6 +150,24 @@ def test_a_job_without_statistics_keeps_its_throughput_curve() -> None:
     assert view.jobs[0].goodput is None
 
 
+def test_a_job_sized_by_goodput_keeps_its_goodput_curve_when_profiles_are_trusted() -> None:
+    managed = job(throughput_profile={2: 200.0, 4: 400.0})
+    goodput = price_job(managed, report())
+    assert goodput is not None
+    states = {managed.key: JobState()}
+    view = snapshot(
+        [managed], states, capacity={}, now=NOW, restart_seconds=30.0,
+        goodput={managed.key: goodput}, trust_declared=True,
+    )  # fmt: skip
+    assert view.jobs[0].curve is not None
+    assert view.jobs[0].curve.source == "goodput"
+    alone = snapshot(
+        [managed], states, capacity={}, now=NOW, restart_seconds=30.0, trust_declared=True
+    )
+    assert alone.jobs[0].curve is not None
+    assert alone.jobs[0].curve.source == "declared"
+
+
 def test_counts_where_no_batch_fits_are_not_allowed() -> None:
     """20 workers need a global batch of at least 20 x 1 > 16: no batch fits there."""
     small = GradientReport(noise_scale=100.0, base_batch=4, max_local_batch=8,
