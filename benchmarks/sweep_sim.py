@@ -20,7 +20,9 @@ With goodput (Pollux's workloads at a load, `pollux-style` beside the default as
 
 Prints each variant's mean and p95 JCT, GPU utilisation and spread share per workload, and the
 mean JCT summed over the workloads; every job declares its work unless `--declared-work none`; with
-`--preemptible` every job may be held back, so the policy starts waiting jobs.
+`--preemptible` every job may be held back, so the policy starts waiting jobs; with
+`--placement-rates` a goodput job that fits one node but runs on several is charged the cross-node
+rate.
 """
 
 import argparse
@@ -54,6 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="every job preemptible: the policy starts waiting jobs")  # fmt: skip
     parser.add_argument("--declared-profiles", action="store_true",
                         help="every job declares its samples/s by count")  # fmt: skip
+    parser.add_argument("--placement-rates", action="store_true",
+                        help="with goodput, a one-node job split over nodes runs at the"
+                        " cross-node rate")  # fmt: skip
     parser.add_argument("--waiting-prior", choices=["none", "running-median"], default="none",
                         help="the engine's waiting_prior")  # fmt: skip
     parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1)
@@ -72,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             preemptible=args.preemptible,
             waiting_prior=args.waiting_prior,
             declared_profiles=args.declared_profiles,
+            placement_rates=args.placement_rates,
         )
         bar = ProgressBar(sys.stderr, title=label)
         try:

@@ -18,7 +18,10 @@ gradient statistics grad_sqr and grad_var measured in that epoch. A goodput job 
   its current epoch at that batch; **fixed**: it keeps the workload's batch (Optimus, Tiresias).
 
 Rates are in iterations at B0 per second, refreshed every round (the epoch moves on); with the
-job's `batch_size` set to B0 every reading of the engine is in samples at B0.
+job's `batch_size` set to B0 every reading of the engine is in samples at B0. Pollux measured only
+packed placements; with `SimConfig.placement_rates` a job whose workers fit one node but run on
+several is charged the step time the fitted model gives across nodes (`split_rates`): in Pollux's
+model the node count matters only between one node and several.
 """
 
 import functools
@@ -30,6 +33,7 @@ from pathlib import Path
 from autoscaler.goodput.batch import BatchChoice, BatchLimits, best_batch
 from autoscaler.goodput.efficiency import GradientNoise, noise_scale
 from autoscaler.goodput.step_time import StepObservation, StepTimeModel, fit
+from autoscaler.goodput.step_time import step_seconds as model_step_seconds
 from autoscaler.sim.errors import SimInputError
 from autoscaler.sim.pollux import (
     GPUS_PER_NODE,
@@ -122,6 +126,34 @@ class Application:
     def adaptive_choice(self, gpus: int, epoch: int) -> BatchChoice | None:
         """The batch goodput picks on `gpus` in `epoch` (None: none fits)."""
         return _adaptive_choice(self, gpus, epoch)
+
+    def split_slowdown(self, gpus: int, epoch: int, batch: int | None) -> float:
+        """How much longer a step on `gpus` takes across nodes than within one, by the fitted model
+        at the batch the job runs there (1 where that is multi-node anyway, or nothing fits)."""
+        if gpus < 2 or gpus > GPUS_PER_NODE:
+            return 1.0
+        shape = self._shape(gpus, epoch, batch)
+        if shape is None:
+            return 1.0
+        local, accum = shape
+        one, several = (
+            model_step_seconds(
+                self.model, nodes=nodes, replicas=gpus, local_batch=local, accum_steps=accum
+            )
+            for nodes in (1, 2)
+        )
+        return several / one
+
+    def _shape(self, gpus: int, epoch: int, batch: int | None) -> tuple[int, int] | None:
+        """(local batch, accumulation steps) the job runs on `gpus`: at its fixed `batch` (or the
+        application's), else the adaptive pick (None: none fits)."""
+        fixed = batch if batch is not None else FIXED_BATCH.get(self.name)
+        if fixed is not None:
+            local = math.ceil(fixed / gpus - EPS)
+            accum = max(math.ceil(local / self.limits.max_local_batch - EPS) - 1, 0)
+            return math.ceil(local / (accum + 1) - EPS), accum
+        choice = self.adaptive_choice(gpus, epoch)
+        return None if choice is None else (choice.local_batch, choice.accum_steps)
 
     def adaptive_rate(self, gpus: int, epoch: int) -> float:
         """Iterations at B0 per second at the batch goodput picks on `gpus` (0 = does not fit)."""
@@ -219,6 +251,18 @@ def rates(
     return tuple(table)
 
 
+@functools.cache
+def split_rates(
+    application: Application, epoch: int, max_replicas: int, batch: int | None
+) -> tuple[float, ...]:
+    """`rates` for workers spread over several nodes: a count that fits one node slowed by the
+    fitted model's cost of crossing nodes; the others as packed (already across nodes)."""
+    packed = rates(application, epoch, max_replicas, batch)
+    return tuple(
+        rate / application.split_slowdown(count, epoch, batch) for count, rate in enumerate(packed)
+    )
+
+
 @dataclass(frozen=True)
 class GoodputJob:
     """How one simulated job progresses: its application and its batch (None = adapting)."""
@@ -228,6 +272,10 @@ class GoodputJob:
 
     def rates(self, progress: float, max_replicas: int) -> tuple[float, ...]:
         return rates(self.application, self.application.epoch(progress), max_replicas, self.batch)
+
+    def split_rates(self, progress: float, max_replicas: int) -> tuple[float, ...]:
+        epoch = self.application.epoch(progress)
+        return split_rates(self.application, epoch, max_replicas, self.batch)
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,9 @@ class SimConfig:
     oracle: bool = False  # every job declares its true samples/s and the engine trusts them
     # A Pollux workload progresses by statistical efficiency (`autoscaler.sim.goodput`).
     goodput: bool = False
+    # With goodput, a job that fits one node but runs on several trains at the fitted model's
+    # rate across nodes (else every placement is charged as packed).
+    placement_rates: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -154,6 +157,8 @@ class Simulation:
             model = self.goodput.get(job.spec.name)
             if model is not None and job.phase is not Phase.FINISHED:
                 job.rates = model.rates(job.done, job.spec.max_replicas)
+                if self.config.placement_rates:
+                    job.split_rates = model.split_rates(job.done, job.spec.max_replicas)
 
     def _round(self, decide_round: DecideRound) -> None:
         self.rounds += 1

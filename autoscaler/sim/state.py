@@ -5,8 +5,8 @@ Rules (documented once, here):
   node and goes where kube-scheduler's default profile would put it with the operator's packing
   affinity (`autoscaler.sim.placement`): among the nodes with room, towards the job's own workers,
   else the emptiest. With 1-GPU pods whether a pod binds depends on the total only. Throughput
-  does not depend on placement: the rates assume packed workers, and the run's spread share says
-  how often they were not.
+  assumes packed workers, and the run's spread share says how often they were not; a job given
+  `split_rates` runs at those while its workers are on more than one node.
 - A job's pods are bound as a gang for its minimum: an arrived job waits in a FIFO queue until
   `min_replicas` pods fit at once; the queue is scanned in arrival order and a later job whose
   minimum fits starts even if an earlier one still waits (Kubernetes binds any pod that fits).
@@ -55,6 +55,8 @@ class SimJob:
 
     spec: WorkloadJob
     rates: tuple[float, ...]  # iterations/s by active worker count, index 0..max_replicas
+    # ... while its workers are on more than one node (None: as `rates`, placement is free).
+    split_rates: tuple[float, ...] | None = None
     phase: Phase = Phase.WAITING
     replicas: int = 0  # the spec's worker count (what /scale reports)
     pods: list[int] = field(default_factory=list)  # node index of every bound pod, oldest first
@@ -82,7 +84,10 @@ class SimJob:
 
     def rate(self) -> float:
         """Iterations/s right now, ignoring a restart in progress."""
-        return self.rates[self.active] if self.phase is Phase.RUNNING else 0.0
+        if self.phase is not Phase.RUNNING:
+            return 0.0
+        split = self.split_rates if len(set(self.pods)) > 1 else None
+        return (split or self.rates)[self.active]
 
     def remaining(self) -> float:
         return max(0.0, self.spec.iterations - self.done)

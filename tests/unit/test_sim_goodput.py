@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.goodput.step_time import step_seconds
 from autoscaler.sim import SimConfig, compare
 from autoscaler.sim.errors import SimInputError
-from autoscaler.sim.goodput import goodput_workload, load_application
+from autoscaler.sim.goodput import goodput_workload, load_application, rates, split_rates
 from autoscaler.sim.lineup import PolicyChoice
 from autoscaler.sim.pollux import load_pollux_profiles
 from autoscaler.sim.workload import WorkloadJob
@@ -113,3 +114,51 @@ def test_optimus_is_priced_by_its_jobs_true_rates_with_goodput_only() -> None:
     oracle, learned = (runs[n].result for n in ("optimus", "optimus-learning"))
     assert (oracle.mean_jct, oracle.rescales) == (learned.mean_jct, learned.rescales)
     assert learned.rescales > 2  # it stepped up as it learned
+
+
+@pytest.mark.parametrize(
+    ("gpus", "crosses"),
+    [(1, False), (2, True), (4, True), (5, False), (16, False)],
+    ids=["one-gpu", "two-in-a-node", "a-full-node", "packed-on-two-nodes", "packed-on-four"],
+)
+def test_only_a_count_that_fits_one_node_is_slowed_on_several(gpus: int, crosses: bool) -> None:
+    """Pollux's step-time model tells one node from several, not two nodes from three."""
+    for batch in (2048, None):
+        slowdown = CIFAR.split_slowdown(gpus, 0, batch)
+        assert slowdown > 1.0 if crosses else slowdown == 1.0
+        packed, split = rates(CIFAR, 0, 16, batch), split_rates(CIFAR, 0, 16, batch)
+        assert split[gpus] == pytest.approx(packed[gpus] / slowdown)
+
+
+def test_crossing_nodes_costs_what_the_fitted_model_says() -> None:
+    # 2048 on 4 GPUs: a local batch of 512, accumulated over micro-steps of the largest measured.
+    accum = max(math.ceil(512 / CIFAR.limits.max_local_batch) - 1, 0)
+    local = math.ceil(512 / (accum + 1))
+    times = [
+        step_seconds(CIFAR.model, nodes=n, replicas=4, local_batch=local, accum_steps=accum)
+        for n in (1, 2)
+    ]
+    assert CIFAR.split_slowdown(4, 0, 2048) == pytest.approx(times[1] / times[0])
+
+
+def _one_job(replicas: int) -> list[WorkloadJob]:
+    return [WorkloadJob("cifar10-a", 0.0, "cifar10", 512, 1, replicas, replicas, replicas)]
+
+
+@pytest.mark.parametrize("charged", [False, True], ids=["packed-rates", "placement-rates"])
+def test_a_job_forced_across_nodes_is_slower_only_when_placement_is_charged(
+    charged: bool,
+) -> None:
+    """Two 1-GPU nodes: a 2-worker job must cross them; on one 2-GPU node it need not."""
+    jcts = []
+    for per_node in (2, 1):
+        config = SimConfig(gpus=2, gpus_per_node=per_node, goodput=True, placement_rates=charged)
+        comparison = compare(
+            workload=_one_job(2),
+            profiles=load_pollux_profiles(TRACES),
+            config=config,
+            policies=["static"],
+        )
+        jcts.append(comparison.runs["static"].result.mean_jct or math.inf)
+    together, apart = jcts
+    assert apart > together * 1.05 if charged else apart == pytest.approx(together)
