@@ -78,6 +78,13 @@ def add_simulate_command(commands: Any) -> None:
         " the workload's batch, to show the effect",
     )
     simulate.add_argument(
+        "--placement-rates",
+        action="store_true",
+        help="with --goodput: a job whose workers fit one node but run on several trains at the"
+        " rate its fitted step-time model gives across nodes (default: every placement is"
+        " charged as packed)",
+    )
+    simulate.add_argument(
         "--queueing",
         action="store_true",
         help="also run the default policy with every job preemptible (the engine may hold jobs"
@@ -130,6 +137,9 @@ def run_simulate(args: argparse.Namespace) -> int:
     if args.out is not None and importlib.util.find_spec("matplotlib") is None:
         print(f"error: {NO_MATPLOTLIB}", file=sys.stderr)  # before the minutes of simulation
         return USAGE_ERROR
+    if args.placement_rates and not args.goodput:
+        print("error: --placement-rates charges goodput jobs: add --goodput", file=sys.stderr)
+        return USAGE_ERROR
     try:
         jobs, profiles = read_inputs(args.workload, args.profiles)
         if args.check:
@@ -144,6 +154,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             declared_work=args.declared_work == "all",
             torchft=args.torchft == "all",
             goodput=args.goodput,
+            placement_rates=args.placement_rates,
         )
         policies: list[str | PolicyChoice] = [
             name.strip() for name in args.policies.split(",") if name.strip()

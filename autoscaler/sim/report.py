@@ -75,6 +75,7 @@ def to_json(comparison: Outcome, *, jobs: bool = False) -> dict[str, object]:
             "restart_seconds": config.restart_seconds,
             "interval_seconds": config.interval_seconds,
             "declared_work": "all" if config.declared_work else "none",
+            "placement_rates": config.placement_rates,
         },
     }
 

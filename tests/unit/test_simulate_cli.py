@@ -262,3 +262,36 @@ def test_goodput_on_a_workload_without_pollux_traces_exits_2(
     )
     assert code == 2
     assert "goodput needs Pollux traces" in err
+
+
+def test_placement_rates_charge_a_goodput_job_split_over_nodes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nodes of one GPU: a 2-worker job is always split, and slower only when that is charged."""
+    workload = tmp_path / "pollux.csv"
+    workload.write_text(
+        "name,time,application,num_replicas,batch_size\ncifar10-0,0,cifar10,2,512\n"
+    )
+    args = (
+        "--workload", workload, "--profiles", POLLUX_TRACES, "--goodput", "--gpus", "2",
+        "--gpus-per-node", "1", "--policies", "static", "--parallel", "1", "-o", "json",
+    )  # fmt: skip
+    means = {}
+    for charged in (False, True):
+        code, out, err = simulate(capsys, *args, *(["--placement-rates"] if charged else []))
+        assert code == 0, err
+        data = json.loads(out)
+        assert data["cluster"]["placement_rates"] is charged
+        means[charged] = data["policies"]["static"]["mean_jct_seconds"]
+    assert means[True] > means[False] * 1.05
+
+
+def test_placement_rates_without_goodput_exit_2(
+    files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload, profiles = files
+    code, _, err = simulate(
+        capsys, "--workload", workload, "--profiles", profiles, "--placement-rates"
+    )
+    assert code == 2
+    assert "--placement-rates charges goodput jobs: add --goodput" in err
