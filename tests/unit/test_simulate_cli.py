@@ -235,13 +235,17 @@ def test_queueing_adds_the_default_with_preemptible_jobs_as_rows_of_its_own(
 POLLUX_TRACES = Path(__file__).parents[2] / "benchmarks" / "data" / "pollux" / "traces"
 
 
+def pollux_workload(folder: Path, *rows: str) -> Path:
+    """A workload in Pollux's columns, one job per row."""
+    path = folder / "pollux.csv"
+    path.write_text("\n".join(["name,time,application,num_replicas,batch_size", *rows]) + "\n")
+    return path
+
+
 def test_goodput_runs_a_pollux_workload_and_shows_the_fixed_batch_beside_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    workload = tmp_path / "pollux.csv"
-    workload.write_text(
-        "name,time,application,num_replicas,batch_size\ncifar10-0,0,cifar10,4,2048\ncifar10-1,60,cifar10,2,512\n"
-    )
+    workload = pollux_workload(tmp_path, "cifar10-0,0,cifar10,4,2048", "cifar10-1,60,cifar10,2,512")
     code, out, _ = simulate(
         capsys, "--workload", workload, "--profiles", POLLUX_TRACES, "--goodput",
         "--policies", "global-optimizer", "--gpus-per-node", "4", "--parallel", "1", "-o", "json",
@@ -268,10 +272,7 @@ def test_placement_rates_charge_a_goodput_job_split_over_nodes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Nodes of one GPU: a 2-worker job is always split, and slower only when that is charged."""
-    workload = tmp_path / "pollux.csv"
-    workload.write_text(
-        "name,time,application,num_replicas,batch_size\ncifar10-0,0,cifar10,2,512\n"
-    )
+    workload = pollux_workload(tmp_path, "cifar10-0,0,cifar10,2,512")
     args = (
         "--workload", workload, "--profiles", POLLUX_TRACES, "--goodput", "--gpus", "2",
         "--gpus-per-node", "1", "--policies", "static", "--parallel", "1", "-o", "json",
