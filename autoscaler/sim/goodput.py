@@ -112,11 +112,14 @@ class Application:
 
     def fixed_rate(self, batch: int, gpus: int, epoch: int) -> float:
         """Iterations at B0 per second at the workload's batch on `gpus` (0 = does not fit)."""
+        seconds = self.step_seconds(gpus, *self._fixed_shape(batch, gpus))
+        return self.gain(batch, epoch) / seconds if seconds > 0 else 0.0
+
+    def _fixed_shape(self, batch: int, gpus: int) -> tuple[int, int]:
+        """(micro-batch, accumulation steps) of a global `batch` on `gpus`, as Pollux splits it."""
         local = math.ceil(batch / gpus - EPS)
         accum = max(math.ceil(local / self.limits.max_local_batch - EPS) - 1, 0)
-        atomic = math.ceil(local / (accum + 1) - EPS)
-        seconds = self.step_seconds(gpus, atomic, accum)
-        return self.gain(batch, epoch) / seconds if seconds > 0 else 0.0
+        return math.ceil(local / (accum + 1) - EPS), accum
 
     @property
     def adapts(self) -> bool:
@@ -149,9 +152,7 @@ class Application:
         application's), else the adaptive pick (None: none fits)."""
         fixed = batch if batch is not None else FIXED_BATCH.get(self.name)
         if fixed is not None:
-            local = math.ceil(fixed / gpus - EPS)
-            accum = max(math.ceil(local / self.limits.max_local_batch - EPS) - 1, 0)
-            return math.ceil(local / (accum + 1) - EPS), accum
+            return self._fixed_shape(fixed, gpus)
         choice = self.adaptive_choice(gpus, epoch)
         return None if choice is None else (choice.local_batch, choice.accum_steps)
 
