@@ -86,8 +86,9 @@ class SimJob:
         """Iterations/s right now, ignoring a restart in progress."""
         if self.phase is not Phase.RUNNING:
             return 0.0
-        split = self.split_rates if len(set(self.pods)) > 1 else None
-        return (split or self.rates)[self.active]
+        if self.split_rates is not None and len(set(self.pods)) > 1:  # only when charged
+            return self.split_rates[self.active]
+        return self.rates[self.active]
 
     def remaining(self) -> float:
         return max(0.0, self.spec.iterations - self.done)
