@@ -20,7 +20,7 @@ from autoscaler.api.defaults import default_job
 from autoscaler.api.models import JSON, PyTorchJob
 from autoscaler.api.timestamps import format_timestamp
 from autoscaler.controller import conditions as cond
-from autoscaler.controller import rendezvous, torchft
+from autoscaler.controller import placement, rendezvous, torchft
 from autoscaler.controller.builders import (
     UPSTREAM_DEFAULTS,
     PodSettings,
@@ -154,10 +154,12 @@ class _Planner(PlanningPass):
         for replica_type in c.REPLICA_TYPES:
             spec = self.job.spec.pytorch_replica_specs.get(replica_type)
             if spec is not None:
+                slots = self.slots(self.observed.pods, replica_type)
+                wanted = self.wanted_indices(replica_type, slots, replicas=spec.replicas or 0)
                 statuses[replica_type] = self.reconcile_type(
-                    replica_type, replicas=spec.replicas or 0, lighthouse=lighthouse
+                    replica_type, slots, wanted=wanted, lighthouse=lighthouse
                 )
-                self.reconcile_services(replica_type, replicas=spec.replicas or 0)
+                self.reconcile_services(replica_type, wanted=wanted)
         self.status.setdefault("startTime", format_timestamp(self.now))
         self.status["replicaStatuses"] = statuses
         self.update_conditions(statuses)
@@ -168,24 +170,41 @@ class _Planner(PlanningPass):
         if self.gang is not None:
             report_gang_placement(self)
 
+    def wanted_indices(
+        self, replica_type: str, slots: dict[int, list[JSON]], *, replicas: int
+    ) -> set[int]:
+        """The indices whose pods and services should exist: upstream's 0..replicas-1, or for an
+        elastic torchrun job's workers those present less the ones a scale-down removes, then
+        the lowest free (`placement.kept_indices`)."""
+        if not placement.empties_least_filled(
+            self.job, replica_type=replica_type, fault_tolerant=self.fault_tolerant
+        ):
+            return set(range(replicas))
+        return placement.kept_indices(slots, replicas=replicas)
+
     def reconcile_type(
-        self, replica_type: str, *, replicas: int, lighthouse: str | None = None
+        self,
+        replica_type: str,
+        slots: dict[int, list[JSON]],
+        *,
+        wanted: set[int],
+        lighthouse: str | None = None,
     ) -> JSON:
-        """`lighthouse`: in torchft mode, the uid of the job's live lighthouse (None: none yet)."""
-        slots = self.slots(self.observed.pods, replica_type)
+        """`slots`: the type's pods by index; `lighthouse`: in torchft mode, the uid of the job's
+        live lighthouse (None: none yet)."""
         self.note_failed(pod for pods in slots.values() for pod in pods)
         if self.fault_tolerant:
             restart_detached_workers(self, slots, lighthouse=lighthouse)
         elif self.lost_rendezvous_host(replica_type, slots):
             return self.restart_group(replica_type, slots)
         in_range: list[JSON] = []
-        for index in range(max(replicas, max(slots, default=-1) + 1)):
+        for index in sorted(wanted | set(slots)):
             pods = slots.get(index, [])
             if not pods:
-                if index < replicas and (lighthouse is not None or not self.fault_tolerant):
+                if index in wanted and (lighthouse is not None or not self.fault_tolerant):
                     self.create_pod(replica_type, index=index, lighthouse=lighthouse)
                 continue
-            if index >= replicas:  # scale-down: highest indices go; never counted as failures
+            if index not in wanted:  # scale-down: never counted as failures
                 for pod in pods:
                     self.delete(pod)
                 continue
@@ -247,15 +266,16 @@ class _Planner(PlanningPass):
             self.event("Warning", cond.reason("Failed"), message)
             self.condition(cond.FAILED, "True", "Failed", message)
 
-    def reconcile_services(self, replica_type: str, *, replicas: int) -> None:
+    def reconcile_services(self, replica_type: str, *, wanted: set[int]) -> None:
+        """Each wanted index has its service; no other index keeps one."""
         slots = self.slots(self.observed.services, replica_type)
-        for index in range(max(replicas, max(slots, default=-1) + 1)):
+        for index in sorted(wanted | set(slots)):
             services = slots.get(index, [])
-            if not services and index < replicas:
+            if not services and index in wanted:
                 self.result.create.append(
                     desired_service(self.job, replica_type=replica_type, index=index)
                 )
-            elif index >= replicas:
+            elif index not in wanted:
                 self.result.delete.extend(("Service", svc["metadata"]["name"]) for svc in services)
 
     def update_conditions(self, statuses: dict[str, JSON]) -> None:

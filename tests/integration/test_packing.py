@@ -1,13 +1,14 @@
 """The packing affinity on the real kube-scheduler: elastic jobs' workers, one GPU each, bound to
 4-GPU Nodes with room to spread. Through the operator each job lands on as few nodes as its GPUs
-fill; the same pods built without the affinity are spread by the scheduler's default scoring.
+fill; the same pods built without the affinity are spread by the scheduler's default scoring. A
+scale-down removes the workers on a job's least-filled node, whatever their index.
 
 Nodes are API objects only (nothing runs the pods: binding is all that is measured), labelled and
 tainted for one case so that no other test's pods land on them and these land nowhere else."""
 
 import math
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import pytest
@@ -32,10 +33,10 @@ HOSTNAME = "kubernetes.io/hostname"
 
 
 @contextmanager
-def gpu_nodes(api: client.ApiClient, case: str) -> Iterator[list[str]]:
-    """NODES Ready Nodes of NODE_GPUS GPUs, labelled and tainted with `case`."""
+def gpu_nodes(api: client.ApiClient, case: str, count: int = NODES) -> Iterator[list[str]]:
+    """`count` Ready Nodes of NODE_GPUS GPUs, labelled and tainted with `case`."""
     core = client.CoreV1Api(api)
-    names = [f"{case}-node-{i}" for i in range(NODES)]
+    names = [f"{case}-node-{i}" for i in range(count)]
     resources = {GPU: str(NODE_GPUS), "cpu": "8", "memory": "32Gi", "pods": "110"}
     ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "test"}
     taint = {"key": LABEL, "value": case, "effect": "NoSchedule"}
@@ -146,3 +147,75 @@ def test_elastic_workers_pack_on_the_fewest_nodes_and_spread_without_the_affinit
     summary_line(request.config, line)
     assert shares[0] <= 0.10, packed
     assert shares[1] > shares[0], spread
+
+
+def test_a_scale_down_empties_the_least_filled_node_and_a_scale_up_refills_the_index(
+    scheduler: ControlPlane, kube_api: client.ApiClient, namespace: str, operator: Operator
+) -> None:
+    """Workers 0, 1 and 3 on one node, worker-2 alone on another (the only node open when it was
+    created): the scale-down to 3 deletes worker-2 and its service, not worker-3, which leaves
+    the job on one node; the scale-up to 4 creates worker-2 again, bound beside the others."""
+    core, cluster = client.CoreV1Api(kube_api), Cluster(kube_api, namespace)
+    case = f"{namespace}-least"
+    with gpu_nodes(kube_api, case, count=2) as (first, second):
+        open_only = lambda node: [cordon(core, n, n != node) for n in (first, second)]  # noqa: E731
+        job = gpu_job("x", 4, case)
+        job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 2
+        open_only(first)
+        cluster.create(job)
+        wait_bound(cluster, "x", {0: first, 1: first})
+        open_only(second)
+        cluster.scale("x", 3)
+        wait_bound(cluster, "x", {0: first, 1: first, 2: second})
+        cordon(core, first, False)
+        cluster.scale("x", 4)
+        before = wait_bound(cluster, "x", {0: first, 1: first, 2: second, 3: first})
+        cluster.scale("x", 3)
+        kept = {"x-worker-0", "x-worker-1", "x-worker-3"}
+        wait_for(
+            lambda: (
+                deleted(cluster, "x", before) == {"x-worker-2"}
+                and set(cluster.services("x")) == kept
+            ),
+            what="the operator to delete worker-2, alone on its node, and its service",
+        )
+        with suppress(client.ApiException):  # the kubelet's part: the pod's termination ends
+            core.delete_namespaced_pod("x-worker-2", namespace, grace_period_seconds=0)
+        cluster.scale("x", 4)
+        wait_bound(cluster, "x", {0: first, 1: first, 2: first, 3: first})
+        assert deleted(cluster, "x", before) == {"x-worker-2"}  # the others kept, never replaced
+        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+
+
+def cordon(core: client.CoreV1Api, node: str, closed: bool) -> None:
+    core.patch_node(node, {"spec": {"unschedulable": closed}})
+
+
+def wait_bound(cluster: Cluster, job: str, nodes: dict[int, str]) -> dict[str, JSON]:
+    """Wait until exactly the job's workers at `nodes`' indices exist, bound to those nodes."""
+    expected = {f"{job}-worker-{index}": node for index, node in nodes.items()}
+
+    def bound() -> dict[str, JSON] | None:
+        pods = {
+            name: pod
+            for name, pod in cluster.pods(job).items()
+            if not pod["metadata"].get("deletionTimestamp")
+        }
+        found = {name: pod["spec"].get("nodeName") for name, pod in pods.items()}
+        return pods if found == expected else None
+
+    pods: dict[str, JSON] = wait_for(bound, what=f"{job}'s workers bound as {expected}")
+    return pods
+
+
+def deleted(cluster: Cluster, job: str, before: dict[str, JSON]) -> set[str]:
+    """Which of `before`'s pods are gone or being deleted (a pod of the same name and another
+    uid counts as a replacement: gone)."""
+    now = cluster.pods(job)
+    return {
+        name
+        for name, pod in before.items()
+        if name not in now
+        or now[name]["metadata"]["uid"] != pod["metadata"]["uid"]
+        or now[name]["metadata"].get("deletionTimestamp")
+    }

@@ -300,6 +300,41 @@ def restart_policy(job: JSON, policy: str) -> JSON:
     return job
 
 
+def bound_on(**nodes: str) -> Callable[[Cluster, str], None]:
+    """Bind each named pod to its node and mark it Running: the scheduler's and kubelet's part."""
+
+    def act(cluster: Cluster, name: str) -> None:
+        for pod, node in nodes.items():
+            body = {"metadata": {"name": f"{name}-{pod}"}, "target": {"kind": "Node", "name": node}}
+            # the client cannot read the binding's reply back (its `target` is absent there)
+            cluster.core.create_namespaced_pod_binding(
+                f"{name}-{pod}", cluster.ns, body, _preload_content=False
+            )
+        cluster.run_all(name)
+
+    return act
+
+
+def scale_bound(replicas: int) -> Callable[[Cluster, str], None]:
+    """`/scale` down a job whose pods are bound, then the kubelet's part: each pod its operator
+    deletes ends at once."""
+
+    def act(cluster: Cluster, name: str) -> None:
+        cluster.scale(name, replicas)
+        deleting = wait_for(
+            lambda: [
+                pod
+                for pod, found in cluster.pods(name).items()
+                if found["metadata"].get("deletionTimestamp")
+            ],
+            what=f"{cluster.ns}'s operator to delete a pod of {name}",
+        )
+        for pod in deleting:
+            cluster.core.delete_namespaced_pod(pod, cluster.ns, grace_period_seconds=0)
+
+    return act
+
+
 CREATED = Step("created", nothing, has_pods(2))
 RUNNING = Step("running", run_all, last_condition("Running", "True"))
 
@@ -400,6 +435,18 @@ LIFECYCLES: dict[str, tuple[Callable[[], JSON], tuple[Step, ...]]] = {
             RUNNING,
             Step("deadline passed, nothing else happened", nothing, ours_failed),
             Step("job touched", touch, last_condition("Failed", "True")),
+        ),
+    ),
+    "scale-down across nodes": (
+        lambda: elastic_job("l-spread", replicas=3),
+        (
+            Step("created", nothing, has_pods(3)),
+            Step(
+                "worker-1 alone on its node",
+                bound_on(**{"worker-0": "node-a", "worker-1": "node-b", "worker-2": "node-a"}),
+                last_condition("Running", "True"),
+            ),
+            Step("scaled to 2", scale_bound(2), has_pods(2)),
         ),
     ),
     "scale up and down through /scale": (

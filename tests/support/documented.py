@@ -96,6 +96,7 @@ ANY_CASE = r".+"  # a case name may hold a slash ("... through /scale")
 POD_ENV = rf"objects [^:]+: Pod/{JOB}-worker-\d+\.spec\.containers\[pytorch\]\.env"
 EVENTS = r"lifecycle {case} / events: \.{kind}"
 DEADLINE = r"lifecycle activeDeadlineSeconds / deadline passed, nothing else happened: "
+SPREAD = r"lifecycle scale-down across nodes / scaled to 2: "  # worker-1 alone on its node
 RESTARTS = r"job ([a-z0-9-]+) is restarting because Worker replica\(s\) failed\."
 STATUS_RESTARTS = r"PyTorchJob [a-z0-9-]+ is restarting because 1 Worker replica\(s\) failed\."
 FAILED_WORKER = r"worker failed, (OnFailure|Never|ExitCode retryable|ExitCode permanent)"
@@ -196,6 +197,34 @@ DOCUMENTED: tuple[Known, ...] = (
             )
         ),
         "once any one of its expectations is met",
+    ),
+    Known(
+        rf"{SPREAD}\.pods\.l-spread-worker-1",
+        absent,
+        equal("Running"),
+        "removes the workers on its least-filled nodes first",
+    ),
+    Known(
+        rf"{SPREAD}\.pods\.l-spread-worker-2",
+        equal("Running"),
+        absent,
+        "removes the workers on its least-filled nodes first",
+    ),
+    Known(
+        rf"{SPREAD}\.services\[1\]",
+        equal("l-spread-worker-2"),
+        equal("l-spread-worker-1"),
+        "removes the workers on its least-filled nodes first",
+    ),
+    *(
+        Known(
+            EVENTS.format(case="scale-down across nodes", kind=f"Normal/SuccessfulDelete{kind}")
+            + r"\[0\]",
+            equal(f"Deleted {kind.lower()}: l-spread-worker-1"),
+            equal(f"Deleted {kind.lower()}: l-spread-worker-2"),
+            "removes the workers on its least-filled nodes first",
+        )
+        for kind in ("Pod", "Service")
     ),
     Known(
         rf"{DEADLINE}\.status\.conditions\[Failed\]",

@@ -172,6 +172,89 @@ def test_scale_up_fills_missing_indices() -> None:
     ]
 
 
+def placed(*nodes: str | None, terminating: tuple[int, ...] = ()) -> Observed:
+    """Workers 0.. of an elastic job on `nodes` (None: pending), each with its service; those at
+    `terminating` being deleted."""
+    pods = []
+    for index, node in enumerate(nodes):
+        extra = {"deletionTimestamp": STAMP} if index in terminating else {}
+        worker = pod(index, "Running" if node else "Pending", **extra)
+        pods.append({**worker, "spec": {"nodeName": node} if node else {}})
+    return Observed(pods=pods, services=[service(i) for i in range(len(nodes))])
+
+
+def elastic_at(observed: Observed, replicas: int, *, master: bool = False) -> JSON:
+    """An elastic job steady over `observed`, its count then set to `replicas`."""
+    live = len([p for p in observed.pods if "deletionTimestamp" not in p["metadata"]])
+    elastic = {"minReplicas": 1, "maxReplicas": 8}
+    j = steady(job(replicas=live, elastic=elastic, master=master), observed)
+    j["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = replicas
+    return j
+
+
+def deleted(result: Plan, kind: str = "Pod") -> list[int]:
+    return sorted(int(name.rsplit("-", 1)[1]) for k, name in result.delete if k == kind)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "replicas", "gone"),
+    [
+        pytest.param(("a", "a", "a", "a"), 2, [2, 3], id="one node: the highest indices go"),
+        pytest.param(("a", "b", "a", "a"), 3, [1], id="the least-filled node's worker goes"),
+        pytest.param(("a", "b", "b", "a", "a", "c"), 3, [1, 2, 5], id="nodes emptied in turn"),
+        pytest.param(("a", "a", None, "b"), 3, [2], id="a pending worker goes first"),
+        pytest.param(("a", "b", "b", "b"), 2, [2, 3], id="worker-0 stays on its emptiest node"),
+        pytest.param(("a", "a", "b", "b"), 3, [3], id="a tie goes to the highest index"),
+    ],
+)
+def test_an_elastic_scale_down_empties_the_least_filled_nodes_first(
+    nodes: tuple[str | None, ...], replicas: int, gone: list[int]
+) -> None:
+    """Workers on the nodes holding the fewest of the job's workers go, so the rest stay packed;
+    each goes with its service, and none counts as a failure."""
+    observed = placed(*nodes)
+    result = plan(elastic_at(observed, replicas), observed, now=NOW)
+    assert (deleted(result), deleted(result, "Service")) == (gone, gone)
+    assert (result.create, result.events, result.failed_pods) == ([], [], [])
+
+
+def test_an_elastic_scale_up_fills_the_lowest_free_indices() -> None:
+    """Workers 0, 2 and 3 remain after a scale-down took worker-1: a scale-up to 5 adds 1 and 4."""
+    observed = Observed(
+        pods=[{**pod(i), "spec": {"nodeName": "a"}} for i in (0, 2, 3)],
+        services=[service(i) for i in (0, 2, 3)],
+    )
+    result = plan(elastic_at(observed, 5), observed, now=NOW)
+    assert kinds(result) == [
+        ("Pod", "j-worker-1"),
+        ("Pod", "j-worker-4"),
+        ("Service", "j-worker-1"),
+        ("Service", "j-worker-4"),
+    ]
+    assert result.delete == []
+
+
+def test_an_elastic_worker_being_deleted_leaves_the_rest_as_they_are() -> None:
+    """After a scale-down deleted worker-1, its pod still terminating: nothing more is written.
+    At the same count with worker-1 being restarted, the pod comes back at its own index."""
+    observed = placed("a", "b", "a", terminating=(1,))
+    scaled_down = Observed(pods=observed.pods, services=[service(0), service(2)])
+    assert plan(elastic_at(observed, 2), scaled_down, now=NOW).writes == 0
+    restarting = plan(elastic_at(observed, 3), observed, now=NOW)
+    assert (restarting.create, restarting.delete) == ([], [])
+    gone = Observed(pods=[p for p in observed.pods if p["metadata"]["name"] != "j-worker-1"])
+    assert kinds(plan(elastic_at(observed, 3), gone, now=NOW))[0] == ("Pod", "j-worker-1")
+
+
+def test_workers_ranked_beside_a_master_keep_upstreams_highest_index_first() -> None:
+    """Beside a Master each worker's rank is its index + 1, so its indices stay contiguous."""
+    observed = placed("a", "b", "a", "a")
+    observed.pods.append(pod(0, kind="master"))
+    observed.services.append(service(0, kind="master"))
+    result = plan(elastic_at(observed, 3, master=True), observed, now=NOW)
+    assert deleted(result) == [3]
+
+
 def test_losing_worker_0_restarts_all_workers_once() -> None:
     """Worker-0 hosts the rendezvous store; the others cannot continue without it."""
     observed = Observed(
