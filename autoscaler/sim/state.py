@@ -17,7 +17,10 @@ Rules (documented once, here):
   stall again; several changes at one instant count as one rescale). The start itself is free.
   A torchft job pauses `torchft_seconds` instead (its survivors never restart; a newcomer's own
   start-up, a few seconds in which it does not train yet, is not modelled).
-- Lowering the spec removes the newest pods first, at once (pending pods before bound ones).
+- Lowering the spec removes pods at once, as the operator chooses them
+  (`autoscaler.api.worker_indices`): pending ones first, then those on the job's least-filled
+  nodes, worker-0 last; a torchft job's highest indices first. New pods take the lowest free
+  indices.
 - A job finishes when its iterations are done and releases its GPUs at that instant.
 - A suspended job (held back by the engine) releases every pod at once and makes no progress.
   Resumed, it waits in the queue again like an arrived job, and its start is a restart: it stalls
@@ -33,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from autoscaler.api.worker_indices import leaving, lowest_free
 from autoscaler.sim.placement import pick_node
 from autoscaler.sim.profiles import Profile
 from autoscaler.sim.workload import WorkloadJob
@@ -59,7 +63,7 @@ class SimJob:
     split_rates: tuple[float, ...] | None = None
     phase: Phase = Phase.WAITING
     replicas: int = 0  # the spec's worker count (what /scale reports)
-    pods: list[int] = field(default_factory=list)  # node index of every bound pod, oldest first
+    pods: dict[int, int] = field(default_factory=dict)  # node index of every bound pod, by index
     done: float = 0.0  # iterations completed
     stall_until: float = 0.0  # no progress before this time (restart in progress)
     start: float | None = None
@@ -86,7 +90,7 @@ class SimJob:
         """Iterations/s right now, ignoring a restart in progress."""
         if self.phase is not Phase.RUNNING:
             return 0.0
-        if self.split_rates is not None and len(set(self.pods)) > 1:  # only when charged
+        if self.split_rates is not None and len(set(self.pods.values())) > 1:  # only when charged
             return self.split_rates[self.active]
         return self.rates[self.active]
 
@@ -248,7 +252,7 @@ class SimState:
         size = job.spec.gpus_per_replica
         free = list(self.free)
         own = [0] * len(free)  # the job's workers per node, those placed here included
-        for bound in job.pods:
+        for bound in job.pods.values():
             own[bound] += 1
         placed: list[int] = []
         for _ in range(count):
@@ -261,12 +265,16 @@ class SimState:
         if not placed or (gang and len(placed) < count):
             return False
         self.free = free
-        job.pods.extend(placed)
+        job.pods.update(zip(lowest_free(job.pods, count=len(placed)), placed, strict=True))
         return True
 
     def _release(self, job: SimJob, *, keep: int) -> None:
-        while len(job.pods) > keep:
-            self.free[job.pods.pop()] += job.spec.gpus_per_replica
+        if job.spec.torchft:  # replica groups numbered by index: the highest go
+            gone = sorted(job.pods, reverse=True)[: max(len(job.pods) - keep, 0)]
+        else:
+            gone = leaving(job.pods, keep=keep)
+        for index in gone:
+            self.free[job.pods.pop(index)] += job.spec.gpus_per_replica
 
     def stall_seconds(self, job: SimJob) -> float:
         return self.torchft_seconds if job.spec.torchft else self.restart_seconds

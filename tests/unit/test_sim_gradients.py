@@ -20,7 +20,7 @@ NCF = load_application(TRACES / "ncf")
 def running(name: str, *, pods: int, done: float = 0.0, stalled: bool = False) -> SimJob:
     spec = WorkloadJob(name, 0.0, "cifar10", 128, 1000, 1, 16, pods, gpus_per_replica=1)
     job = SimJob(spec=spec, rates=(0.0,) * 17, phase=Phase.RUNNING, replicas=pods, done=done)
-    job.pods = [0] * pods
+    job.pods = dict.fromkeys(range(pods), 0)
     job.stall_until = 100.0 if stalled else 0.0
     return job
 
@@ -53,7 +53,9 @@ def test_an_adapting_job_reports_its_noise_bounds_batch_and_step_times() -> None
     )  # fmt: skip
     (step,) = report.steps
     assert step.seconds == CIFAR.step_seconds(4, choice.local_batch, choice.accum_steps)
-    job.pods = [0] * 8  # rescaled: the configuration it trained at before stays reported
+    job.pods = dict.fromkeys(
+        range(8), 0
+    )  # rescaled: the configuration it trained at before stays reported
     (later,) = gradients.goodput([managed("a")], now=NOW).values()
     assert sorted(s.replicas for s in later.steps) == [4, 8]
 

@@ -1,6 +1,7 @@
 """Where the simulator places worker pods, and how often a job is spread over more nodes than
 its GPUs fill."""
 
+from dataclasses import replace
 from datetime import datetime
 
 import pytest
@@ -10,7 +11,7 @@ from autoscaler.sim.placement import TERM_WEIGHT, least_allocated, normalised, p
 from autoscaler.sim.profiles import Profile, ProfileRow
 from autoscaler.sim.results import RunResult
 from autoscaler.sim.simulation import SimConfig, Simulation
-from autoscaler.sim.state import is_spread
+from autoscaler.sim.state import Phase, SimJob, SimState, is_spread
 from autoscaler.sim.workload import WorkloadJob
 
 PROFILES = {
@@ -73,14 +74,17 @@ def test_a_job_split_by_the_others_counts_as_spread() -> None:
     assert result.job_rounds == 3 * sim.rounds
     assert result.spread_rounds == sim.rounds  # a and b packed, c spread in every round
     assert result.spread_share == pytest.approx(result.spread_rounds / result.job_rounds)
-    placed = {job.spec.name: sorted(job.pods) for job in sim.state.jobs}
+    placed = {job.spec.name: sorted(job.pods.values()) for job in sim.state.jobs}
     assert placed == {"a": [0, 0, 0], "b": [1, 1, 1], "c": [0, 1]}
 
 
 def test_a_gang_that_does_not_fit_whole_binds_nothing() -> None:
     big = WorkloadJob("big", 0.0, "linear", 10, 10**6, 3, 8, 3, gpus_per_replica=3)
     sim, result = run([job("a", asked=2), big])  # a's 2 GPUs leave room for one 3-GPU pod only
-    assert {job.spec.name: job.pods for job in sim.state.jobs} == {"a": [0, 0], "big": []}
+    assert {job.spec.name: list(job.pods.values()) for job in sim.state.jobs} == {
+        "a": [0, 0],
+        "big": [],
+    }
     assert result.spread_rounds == 0
 
 
@@ -140,3 +144,26 @@ def test_the_default_profile_scores_each_node(
     capacity = [4] * len(free)
     assert scores(free, capacity, own, size) == expected
     assert pick_node(free, capacity, own, size) == node
+
+
+@pytest.mark.parametrize(
+    ("torchft", "kept"),
+    [
+        pytest.param(False, {0: 0, 2: 0, 3: 0}, id="torchrun: the least-filled node's pod goes"),
+        pytest.param(True, {0: 0, 1: 1, 2: 0}, id="torchft: the highest index goes"),
+    ],
+)
+def test_a_scale_down_removes_the_pods_the_operator_would(
+    torchft: bool, kept: dict[int, int]
+) -> None:
+    """The operator's rule (`autoscaler.api.worker_indices`): a regrowth refills index 1."""
+    spec = replace(job("a", asked=4), torchft=torchft)
+    sim_job = SimJob(spec=spec, rates=(0.0, 1.0, 2.0, 3.0, 4.0), phase=Phase.RUNNING, replicas=4)
+    sim_job.pods = {0: 0, 1: 1, 2: 0, 3: 0}
+    state = SimState(jobs=[sim_job], nodes=[4, 4], restart_seconds=30.0)
+    state.free = [1, 3]
+    state.set_replicas(sim_job, 3)
+    assert (sim_job.pods, state.free) == (kept, [2, 3] if torchft else [1, 4])
+    state.set_replicas(sim_job, 4)
+    state.schedule()
+    assert sorted(sim_job.pods) == [0, 1, 2, 3]
