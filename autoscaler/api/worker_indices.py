@@ -5,8 +5,9 @@ The engine prices a job's throughput with its workers packed on as few nodes as 
 kube-scheduler chooses where a new worker goes; which workers leave is the operator's choice, so
 a scale-down empties the job's least-filled nodes first:
 - workers on no node (pending, or failed) go first, the highest index first;
-- then the workers on the node that holds the fewest of the job's workers; a tie goes to the
-  highest index, so on one node the highest indices go, as upstream's operator removes them;
+- then the workers on the node that holds the fewest of the job's workers, worker-0's node last
+  (it is never emptied); a tie goes to the highest index, so on one node the highest indices
+  go, as upstream's operator removes them;
 - index 0 goes last: its pod hosts the job's rendezvous.
 A scale-up fills the lowest free indices.
 """
@@ -35,8 +36,9 @@ def next_to_go(placed: Mapping[int, Hashable | None]) -> int:
     unplaced = [i for i in candidates if placed[i] is None]
     if unplaced:
         return max(unplaced)
+    anchor = placed.get(RENDEZVOUS_INDEX)
     fill = Counter(placed.values())
-    return max(candidates, key=lambda i: (-fill[placed[i]], i))
+    return max(candidates, key=lambda i: (placed[i] != anchor, -fill[placed[i]], i))
 
 
 def lowest_free(taken: Collection[int], *, count: int) -> list[int]:

@@ -204,6 +204,7 @@ def deleted(result: Plan, kind: str = "Pod") -> list[int]:
         pytest.param(("a", "b", "b", "a", "a", "c"), 3, [1, 2, 5], id="nodes emptied in turn"),
         pytest.param(("a", "a", None, "b"), 3, [2], id="a pending worker goes first"),
         pytest.param(("a", "b", "b", "b"), 2, [2, 3], id="worker-0 stays on its emptiest node"),
+        pytest.param(("a", "b", "b", "a"), 2, [1, 2], id="worker-0's node is emptied last"),
         pytest.param(("a", "a", "b", "b"), 3, [3], id="a tie goes to the highest index"),
     ],
 )

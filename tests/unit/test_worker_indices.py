@@ -16,6 +16,12 @@ from autoscaler.api.worker_indices import leaving, lowest_free
         pytest.param({0: "a", 1: None, 2: "b", 3: None}, 2, [3, 1], id="workers on no node first"),
         pytest.param({0: "a", 1: "b", 2: "b"}, 1, [2, 1], id="index 0 outlasts its emptier node"),
         pytest.param({0: "a", 1: "b"}, 0, [1, 0], id="index 0 goes last"),
+        pytest.param(
+            {0: "a", 1: "b", 2: "b", 3: "a"}, 2, [2, 1], id="worker-0's node emptied last, on a tie"
+        ),
+        pytest.param(
+            {0: "a", 1: "a", 2: "b", 3: "b", 4: "b"}, 2, [4, 3, 2], id="worker-0's node last"
+        ),
         pytest.param({0: "a", 3: "b", 5: "b"}, 3, [], id="nothing goes at the count"),
         pytest.param({2: "a", 5: "a"}, 5, [], id="nothing goes below the count"),
     ],
