@@ -13,6 +13,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
 import pytest
@@ -386,12 +387,14 @@ def test_the_engine_never_spends_the_torchrun_restart_budget(scenario: Scenario)
     measured by hand-written /scale on a job the engine leaves alone: at most one per rescale
     (scale-downs spent one in some runs and none in others, and so, more rarely, did scale-ups:
     the engine counts one for every rescale). The writes include a scale-up by two pods and
-    one-pod scale-ups to the same size, to compare their stalls. Beside it, a job with no
-    `maxRestarts` has torchrun's default, 0: the engine never rescales it. (A job whose rescales
-    spent its budget: the first test.)"""
+    one-pod scale-ups to the same size, to compare their stalls. Workers 1 and 2 are placed off
+    worker-0's node (cordoned for that write) and worker-3 beside it, so the scale-down to 2
+    removes the middle indices, and training goes on with workers 0 and 3. Beside it, a job with
+    no `maxRestarts` has torchrun's default, 0: the engine never rescales it. (A job whose
+    rescales spent its budget: the first test.)"""
     scenario.nodes(3)  # `costs` at up to 4 workers and `unset` at 1
     costs, unset = scenario.job("costs"), scenario.job("unset")
-    manifest = costs.manifest(replicas=2, low=1, high=4, max_restarts=10, total_samples=160_000)
+    manifest = costs.manifest(replicas=1, low=1, high=4, max_restarts=10, total_samples=160_000)
     manifest["metadata"]["annotations"] = {c.ANNOTATION_OPT_OUT: "true"}
     costs.create(manifest)
     with scenario.engine():
@@ -399,8 +402,15 @@ def test_the_engine_never_spends_the_torchrun_restart_budget(scenario: Scenario)
             # Enough work to outlast the engine's first readings: 40,000 once ended before them.
             unset.manifest(replicas=1, low=1, high=4, max_restarts=None, total_samples=120_000)
         )
-        wait_stepping(costs, 2, timeout=180)
-        spent = rescale_by_hand(scenario, costs, counts=(4, 2, 3, 4, 2))
+        wait_stepping(costs, 1, timeout=180)
+        home = costs.pods()["costs-worker-0"]["spec"]["nodeName"]
+        with cordoned(scenario, home):
+            spent = rescale_by_hand(scenario, costs, counts=(3,))
+        for counts in ((4, 2), (3, 4)):
+            for cause, units in rescale_by_hand(scenario, costs, counts=counts).items():
+                spent.setdefault(cause, []).extend(units)
+            if counts == (4, 2):  # workers 1 and 2 shared a node, worker-3 sat beside worker-0
+                assert set(live_pods(costs)) == {"costs-worker-0", "costs-worker-3"}
         wait_for(
             lambda: held_for_budget(scenario, "unset"),
             timeout=180,
@@ -444,6 +454,22 @@ def rescale_by_hand(
         spent.setdefault(cause, []).append(restart_units(job, after=written) - before)
         current = replicas
     return spent
+
+
+def live_pods(job: TrainingJob) -> list[str]:
+    """The job's pods not being deleted."""
+    return [n for n, pod in job.pods().items() if not pod["metadata"].get("deletionTimestamp")]
+
+
+@contextmanager
+def cordoned(scenario: Scenario, node: str) -> Iterator[None]:
+    """`node` takes no new pod inside the block (`kubectl cordon`)."""
+    core = client.CoreV1Api(scenario.api)
+    core.patch_node(node, {"spec": {"unschedulable": True}})
+    try:
+        yield
+    finally:
+        core.patch_node(node, {"spec": {"unschedulable": False}})
 
 
 def held_for_budget(scenario: Scenario, name: str) -> bool:
