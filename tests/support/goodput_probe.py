@@ -1,6 +1,8 @@
 """Runs `autoscaler.training.goodput.Goodput` on a tiny linear model over loopback gloo, in the
-training environment's python, and prints one JSON line per check for
-tests/integration/test_goodput_gradients.py.
+training environment's python, and writes one JSON line per case (named by `case`) for
+tests/integration/test_goodput_gradients.py. One process runs every case asked for: the
+replicas are forked from it, so torch is imported once (its import is most of a case's time),
+and the exact noise scale, the only computation in this process, runs after every fork.
 
 `phi`: with the learning rate 0 the gradient's distribution is fixed, so the smoothed estimate
 must approach the exact noise scale, computed from every sample's own gradient.
@@ -61,6 +63,7 @@ def exact_phi(samples: int = 20_000) -> float:
 @dataclass(frozen=True)
 class Run:
     store: str
+    case: str
     check: str
     config: Config
     out: str
@@ -87,7 +90,7 @@ def worker(rank: int, job: Run) -> None:
             grads = torch.cat([p.grad.flatten() for p in net.parameters()])
         goodput.step()
     if rank == 0:
-        result: dict[str, object] = {"check": check, "replicas": world, **config.__dict__}
+        result: dict[str, object] = {"case": job.case, "check": check, **config.__dict__}
         if check == "phi":
             noise = goodput.adaptation.noise
             result["phi"] = None if noise is None else noise.phi
@@ -107,10 +110,11 @@ def worker(rank: int, job: Run) -> None:
     dist.destroy_process_group()
 
 
-def run(check: str, config: Config, out: str) -> None:
+def run(case: str, out: str) -> None:
+    check, config = CASES[case]
     with tempfile.TemporaryDirectory() as directory:
-        store = os.path.join(directory, "store")
-        mp.spawn(worker, args=(Run(store, check, config, out),), nprocs=config.replicas)
+        job = Run(os.path.join(directory, "store"), case, check, config, out)
+        mp.start_processes(worker, args=(job,), nprocs=config.replicas, start_method="fork")
 
 
 CASES = {
@@ -123,13 +127,12 @@ CASES = {
 
 
 def main() -> None:
-    out, names = sys.argv[1], sys.argv[2:] or ["exact", *CASES]
-    for name in names:
-        if name == "exact":
-            with open(out, "a") as stream:
-                stream.write(json.dumps({"check": "exact", "phi": exact_phi()}) + "\n")
-        else:
-            run(*CASES[name], out)
+    out, names = sys.argv[1], sys.argv[2:] or [*CASES, "exact"]
+    for name in (name for name in names if name != "exact"):
+        run(name, out)
+    if "exact" in names:  # after the forks: this process computes nothing before them
+        with open(out, "a") as stream:
+            stream.write(json.dumps({"case": "exact", "phi": exact_phi()}) + "\n")
 
 
 if __name__ == "__main__":
