@@ -404,8 +404,8 @@ def test_the_engine_never_spends_the_torchrun_restart_budget(scenario: Scenario)
         )
         wait_stepping(costs, 1, timeout=180)
         home = costs.pods()["costs-worker-0"]["spec"]["nodeName"]
-        with cordoned(scenario, home):
-            spent = rescale_by_hand(scenario, costs, counts=(3,))
+        with cordoned(scenario, home) as reopen:  # reopened once workers 1 and 2 are bound
+            spent = rescale_by_hand(scenario, costs, counts=(3,), once_bound=reopen)
         for counts in ((4, 2), (3, 4)):
             for cause, units in rescale_by_hand(scenario, costs, counts=counts).items():
                 spent.setdefault(cause, []).extend(units)
@@ -432,15 +432,24 @@ def test_the_engine_never_spends_the_torchrun_restart_budget(scenario: Scenario)
 
 
 def rescale_by_hand(
-    scenario: Scenario, job: TrainingJob, *, counts: tuple[int, ...]
+    scenario: Scenario,
+    job: TrainingJob,
+    *,
+    counts: tuple[int, ...],
+    once_bound: Callable[[], None] | None = None,
 ) -> dict[str, list[int]]:
     """Writes each count in turn through /scale once the last one's world trains, measures each
-    rescale, and returns the torchrun restarts worker-0 spent on each, by direction."""
+    rescale, and returns the torchrun restarts worker-0 spent on each, by direction.
+    `once_bound` is called as soon as every pod of the first write is on a node."""
     spent: dict[str, list[int]] = {}
     current = job.replicas()
     for replicas in counts:
         before = restart_units(job, after=0)
         written = job.scale(replicas)
+        if once_bound is not None:
+            wait_bound(job, replicas)
+            once_bound()
+            once_bound = None
         wait_stepping(job, replicas, after=written)
         cause = "scale-up" if replicas > current else "scale-down"
         record(
@@ -461,15 +470,30 @@ def live_pods(job: TrainingJob) -> list[str]:
     return [n for n, pod in job.pods().items() if not pod["metadata"].get("deletionTimestamp")]
 
 
+def wait_bound(job: TrainingJob, count: int) -> None:
+    """Until `count` of the job's pods, none being deleted, are on nodes."""
+
+    def bound() -> bool:
+        pods = [p for p in job.pods().values() if not p["metadata"].get("deletionTimestamp")]
+        return sum(bool(p["spec"].get("nodeName")) for p in pods) == count
+
+    wait_for(bound, what=f"{job.name}'s {count} pods on nodes")
+
+
 @contextmanager
-def cordoned(scenario: Scenario, node: str) -> Iterator[None]:
-    """`node` takes no new pod inside the block (`kubectl cordon`)."""
+def cordoned(scenario: Scenario, node: str) -> Iterator[Callable[[], None]]:
+    """`node` takes no new pod (`kubectl cordon`) until the block ends or it calls the
+    function it is given."""
     core = client.CoreV1Api(scenario.api)
     core.patch_node(node, {"spec": {"unschedulable": True}})
-    try:
-        yield
-    finally:
+
+    def reopen() -> None:
         core.patch_node(node, {"spec": {"unschedulable": False}})
+
+    try:
+        yield reopen
+    finally:
+        reopen()
 
 
 def held_for_budget(scenario: Scenario, name: str) -> bool:
