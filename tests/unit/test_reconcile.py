@@ -219,6 +219,18 @@ def test_an_elastic_scale_down_empties_the_least_filled_nodes_first(
     assert (result.create, result.events, result.failed_pods) == ([], [], [])
 
 
+def test_a_failed_elastic_worker_goes_first_and_is_not_restarted() -> None:
+    """A failed worker holds no place on its node: a scale-down removes it before any worker
+    that trains, and does not restart the job for it."""
+    observed = placed("a", "a", "b", "a")
+    observed.pods[1]["status"]["phase"] = "Failed"
+    result = plan(elastic_at(observed, 3), observed, now=NOW)
+    assert (deleted(result), deleted(result, "Service")) == ([1], [1])
+    assert [event.reason for event in result.events] == []
+    assert result.status is not None
+    assert result.status["conditions"][-1]["type"] != "Restarting"
+
+
 def test_an_elastic_scale_up_fills_the_lowest_free_indices() -> None:
     """Workers 0, 2 and 3 remain after a scale-down took worker-1: a scale-up to 5 adds 1 and 4."""
     observed = Observed(
