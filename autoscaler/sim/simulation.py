@@ -174,7 +174,7 @@ class Simulation:
                 continue
             self.job_rounds += 1
             self.spread_rounds += is_spread(
-                list(job.pods.values()), gpus_per_replica=job.spec.gpus_per_replica,
+                job.pods.values(), gpus_per_replica=job.spec.gpus_per_replica,
                 gpus_per_node=state.gpus_per_node,
             )  # fmt: skip
 

@@ -32,7 +32,7 @@ Rules (documented once, here):
   its batch at zero iterations/s on `min_replicas` workers.
 """
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -98,7 +98,7 @@ class SimJob:
         return max(0.0, self.spec.iterations - self.done)
 
 
-def is_spread(pods: Sequence[int], *, gpus_per_replica: int, gpus_per_node: int) -> bool:
+def is_spread(pods: Collection[int], *, gpus_per_replica: int, gpus_per_node: int) -> bool:
     """Pods (their node indices) on more nodes than their GPUs fill: the rates assume fewest."""
     needed = -(-len(pods) * gpus_per_replica // gpus_per_node)
     return len(set(pods)) > needed
