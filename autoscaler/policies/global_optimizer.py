@@ -4,6 +4,8 @@ Each job's throughput curve comes from its throughput model. With the default ob
 (`completion-time`) a count is worth what finishing the job's remaining work there is worth: its
 expected remaining seconds, plus the stall of a rescale when the count changes (the cost priced
 in time, so a job near its end is not restarted for a few seconds' gain, and a long one is).
+With `ranked-completion` the same remaining times are weighted by each job's rank in remaining
+work (`speedup.completion_weights`), so jobs share the GPUs as heSRPT orders them.
 With an objective over speedups (`speedup-optimizer`, `pollux-style`), a count other than the
 current one is worth its speedup times `1 - restart_seconds / horizon_seconds`. Either way
 the rescale is paid inside the optimisation, not filtered afterwards, and the multiple-choice
@@ -37,6 +39,7 @@ from autoscaler.policies.solver import (
 )
 from autoscaler.policies.speedup import (
     JobCurve,
+    completion_weights,
     current_count,
     job_curve,
     remaining_samples,
@@ -164,11 +167,15 @@ class GlobalOptimizer:
         for index, curve in enumerate(curves):
             if curve.known:
                 alike[len(curve.throughput)].append(index)
+        weights = completion_weights(jobs, curves, objective=self.config.objective)
         valued: dict[int, Floats] = {}
         holds: dict[int, float] = {}
         for indices in alike.values():
             table, held = self._table(
-                [jobs[i] for i in indices], [curves[i] for i in indices], hold_seconds=hold_seconds
+                [jobs[i] for i in indices],
+                [curves[i] for i in indices],
+                weights=weights[indices],
+                hold_seconds=hold_seconds,
             )
             valued.update(zip(indices, table, strict=True))
             holds.update(
@@ -183,7 +190,12 @@ class GlobalOptimizer:
         ]
 
     def _table(
-        self, jobs: Sequence[JobSnapshot], curves: Sequence[JobCurve], *, hold_seconds: float
+        self,
+        jobs: Sequence[JobSnapshot],
+        curves: Sequence[JobCurve],
+        *,
+        weights: Floats,
+        hold_seconds: float,
     ) -> tuple[Floats, Floats]:
         """Utility of every count (columns) of known jobs whose ranges are equally long (rows),
         and of holding each back (-inf where it has none: a speedup objective, no time known).
@@ -195,13 +207,14 @@ class GlobalOptimizer:
         yet) pays its start's restart once at every count, now or after the hold alike (not the
         horizon's share a rescale of a long job is priced at: so priced, long jobs stayed held
         back until the bound); a running one pays a rescale's at every count but its own. A
-        waiting job is valued by its model curve (`curve`) while it has no observations."""
+        waiting job is valued by its model curve (`curve`) while it has no observations.
+        `weights`: each job's weight in the objective (`completion_weights`)."""
         throughput = np.array([curve.throughput for curve in curves], dtype=np.float64)
         speedup = speedup_over(throughput, throughput[:, :1])
         rows = np.arange(len(jobs))
         current = np.array([current_count(job) - job.min_replicas for job in jobs])
         restarts = [self._restart(job) for job in jobs]
-        weights = _column([job.weight for job in jobs])
+        weights = weights[:, None]
         objective = self.config.objective
         if objective.over_remaining_time:
             samples = [

@@ -12,6 +12,11 @@ throughput there, plus the stall of a rescale when the count changes):
                      p > 0 minimise Σ w_j · E_j^p  (p = 1: Optimus' sum of remaining times).
   The more negative p, the more the shortest remaining jobs are served first (SRPT's rule as
   p goes to -inf with linear speedups); p = 0 ignores the work left altogether.
+- `ranked-completion`: maximise Σ w_j · i_j · x_j / E_j, where x_j is the job's remaining seconds
+  at its smallest count and i_j its rank, the number of jobs with at least as much x left (itself
+  included): without a rescale the term is w_j · i_j · s_j, the weights heSRPT's optimal shares
+  rest on (Berg, Vesilo, Harchol-Balter, "heSRPT", 2020), so a job gains by its rank in finishing
+  order, not by its size; `exponent` is not read. `speedup.completion_weights` makes the weights.
 `value` reports the objective exactly so; `utility` is the per-job term a maximiser adds up.
 """
 
@@ -22,7 +27,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 Floats = npt.NDArray[np.float64]
-Kind = Literal["completion-time", "throughput", "proportional", "power-mean"]
+Kind = Literal["completion-time", "ranked-completion", "throughput", "proportional", "power-mean"]
 
 
 class Objective(BaseModel):
@@ -32,8 +37,10 @@ class Objective(BaseModel):
 
     kind: Kind = Field(
         default="completion-time",
-        description="Σ w·E^p over expected remaining times E (the default), or over speedups s:"
-        " Σ w·s, Σ w·log s, or the power mean of exponent p",
+        description="Σ w·E^p over expected remaining times E (the default); Σ w·i·x/E, each job's"
+        " rate of finishing weighted by its rank i in remaining seconds x at its smallest count"
+        " (`ranked-completion`); or over speedups s: Σ w·s, Σ w·log s, or the power mean of"
+        " exponent p",
     )
     exponent: float = Field(
         default=-0.25,
@@ -44,10 +51,17 @@ class Objective(BaseModel):
     @property
     def over_remaining_time(self) -> bool:
         """The per-job quantity is the expected remaining time E, not the speedup s."""
-        return self.kind == "completion-time"
+        return self.kind in ("completion-time", "ranked-completion")
+
+    @property
+    def ranked(self) -> bool:
+        """Each job's weight carries its rank and remaining work (`completion_weights`)."""
+        return self.kind == "ranked-completion"
 
     @property
     def minimised(self) -> bool:
+        if self.ranked:
+            return False
         if self.over_remaining_time:
             return self.exponent >= 0
         return self.kind == "power-mean" and self.exponent < 0
@@ -60,6 +74,8 @@ class Objective(BaseModel):
     def term(self, quantity: Floats) -> Floats:
         """Σ w · term(x) is the objective as reported (minimised when `minimised`)."""
         with np.errstate(divide="ignore", invalid="ignore"):
+            if self.ranked:
+                return np.power(quantity, -1.0)
             if self.logarithmic:
                 return np.log(quantity)
             if self.kind in ("power-mean", "completion-time"):

@@ -1,7 +1,7 @@
 """Each job's throughput curve over its allowed counts, and speedups relative to its minimum."""
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,6 +101,26 @@ def seconds_to_finish(samples: Floats | float, throughput: Floats) -> Floats:
     return np.where(np.isnan(seconds), np.nan, np.maximum(seconds, 1.0))
 
 
+def completion_weights(
+    jobs: Sequence[JobSnapshot], curves: Sequence[JobCurve], *, objective: Objective
+) -> Floats:
+    """Each job's weight in `objective`: its own, and under `ranked-completion` also times its
+    rank and its remaining seconds x at its smallest count, the rank being the number of known
+    jobs with at least as much x (ties by key), so the largest job ranks 1."""
+    weights = np.array([job.weight for job in jobs], dtype=np.float64)
+    if not objective.ranked:
+        return weights
+    left = {
+        index: remaining_samples(jobs[index], curve) / float(curve.throughput[0])
+        for index, curve in enumerate(curves)
+        if curve.known
+    }
+    largest_first = sorted(left, key=lambda index: (-left[index], jobs[index].key))
+    for rank, index in enumerate(largest_first, start=1):
+        weights[index] *= rank * left[index]
+    return weights
+
+
 def current_count(job: JobSnapshot) -> int:
     """The job's count, clamped into its bounds (bounds may have changed since it was set)."""
     return min(max(job.replicas, job.min_replicas), job.max_replicas)
@@ -125,19 +145,20 @@ def objective_value(
     left out of the sum. `fitted`: the snapshot's curves when the caller has them already.
     """
     fitted = fitted if fitted is not None else curves(snapshot, model=model)
+    every = [fitted[job.key] for job in snapshot.jobs]
+    weighted = completion_weights(snapshot.jobs, every, objective=objective)
     scored = []
-    for job in snapshot.jobs:
-        curve = fitted[job.key]
+    for job, its, weight in zip(snapshot.jobs, every, weighted, strict=True):
         count = replicas.get(job.key, job.replicas)
-        if curve.known and np.isfinite(curve.at(count)):
-            scored.append((job, curve, curve.throughput[count - curve.low]))
+        if its.known and np.isfinite(its.at(count)):
+            scored.append((job, its, its.throughput[count - its.low], weight))
     # One array operation over all jobs (not one per job: a round sums thousands).
-    at = np.array([throughput for _, _, throughput in scored], dtype=np.float64)
+    at = np.array([throughput for _, _, throughput, _ in scored], dtype=np.float64)
     if objective.over_remaining_time:
-        samples = np.array([remaining_samples(job, curve) for job, curve, _ in scored])
+        samples = np.array([remaining_samples(job, curve) for job, curve, _, _ in scored])
         quantities = seconds_to_finish(samples, at)
     else:
-        smallest = np.array([curve.throughput[0] for _, curve, _ in scored], dtype=np.float64)
+        smallest = np.array([curve.throughput[0] for _, curve, _, _ in scored], dtype=np.float64)
         quantities = speedup_over(at, smallest)
-    weights = np.array([job.weight for job, _, _ in scored])
+    weights = np.array([weight for _, _, _, weight in scored], dtype=np.float64)
     return objective.value(quantities, weights=weights)

@@ -2,7 +2,7 @@
 formulas written job by job: random snapshots must give the very same numbers, bit for bit; and
 the restart discount an objective over speedups prices a rescale by."""
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import numpy as np
@@ -35,7 +35,9 @@ MODELS = [EXPLORING, ThroughputModel(), ThroughputModel(exploration_step=0)]
 THROUGHPUTS = st.floats(1e-3, 1e5) | st.sampled_from([0.0, -5.0])
 OBJECTIVES = st.builds(
     Objective,
-    kind=st.sampled_from(["completion-time", "throughput", "proportional", "power-mean"]),
+    kind=st.sampled_from(
+        ["completion-time", "ranked-completion", "throughput", "proportional", "power-mean"]
+    ),
     exponent=st.sampled_from([-2.0, -1.0, -0.25, 0.0, 0.5, 1.0]) | st.floats(-3.0, 3.0),
 )
 
@@ -94,7 +96,9 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
 def utility(objective: Objective, quantity: Floats, *, weight: float) -> Floats:
     """`Objective.utility` of one job, as defined."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        if objective.logarithmic:
+        if objective.kind == "ranked-completion":
+            term = 1.0 / quantity
+        elif objective.logarithmic:
             term = np.log(quantity)
         elif objective.kind in ("power-mean", "completion-time"):
             term = np.power(quantity, objective.exponent)
@@ -112,7 +116,29 @@ def seconds_left(job: JobSnapshot, curve: JobCurve) -> Floats:
     return np.where(np.isnan(seconds), np.nan, np.maximum(seconds, 1.0))
 
 
-def job_values(config: GlobalOptimizerConfig, job: JobSnapshot, curve: JobCurve) -> Floats:
+def weight_of(
+    objective: Objective, job: JobSnapshot, jobs: Sequence[JobSnapshot], *, model: ThroughputModel
+) -> float:
+    """A job's weight in the objective, as defined: with `ranked-completion`, its own times its
+    rank (how many known jobs have as much remaining time at their smallest count, or more with
+    a key not after its own) times that remaining time."""
+    if objective.kind != "ranked-completion":
+        return job.weight
+    left = {}
+    for other in jobs:
+        curve = job_curve(other, model=model)
+        if curve.known:
+            left[other.key] = remaining_samples(other, curve) / curve.throughput[0]
+    if job.key not in left:
+        return job.weight
+    mine = left[job.key]
+    rank = sum(x > mine or (x == mine and key <= job.key) for key, x in left.items())
+    return job.weight * (rank * mine)
+
+
+def job_values(
+    config: GlobalOptimizerConfig, job: JobSnapshot, curve: JobCurve, *, weight: float
+) -> Floats:
     """One job's values, formula by formula."""
     current = current_count(job) - job.min_replicas
     if not curve.known:
@@ -127,7 +153,7 @@ def job_values(config: GlobalOptimizerConfig, job: JobSnapshot, curve: JobCurve)
         training = max(config.horizon_seconds - restart, restart)
         stalls = restart * np.maximum(1.0, np.nan_to_num(seconds, nan=0.0) / training)
         stalls[current] = 0.0
-        values = utility(objective, seconds + stalls, weight=job.weight)
+        values = utility(objective, seconds + stalls, weight=weight)
     else:
         if config.restart_discount == "horizon":
             kept = max(0.0, 1.0 - restart / config.horizon_seconds)
@@ -136,7 +162,7 @@ def job_values(config: GlobalOptimizerConfig, job: JobSnapshot, curve: JobCurve)
             kept = 1.0 if restart == 0 else max(0.0, lived) / (job.age_seconds + restart)
         factors = np.full(len(curve.throughput), kept)
         factors[current] = 1.0
-        values = utility(objective, np.nan_to_num(speedup, nan=0.0) * factors, weight=job.weight)
+        values = utility(objective, np.nan_to_num(speedup, nan=0.0) * factors, weight=weight)
     counts = np.arange(job.min_replicas, job.max_replicas + 1)
     values[np.isnan(speedup) | ~np.array([job.allows(int(n)) for n in counts])] = -np.inf
     if not np.isfinite(values).any():
@@ -164,7 +190,7 @@ def reported(
                 else curve.throughput / curve.throughput[0]
             )
             quantities.append(per_job[index])
-            weights.append(job.weight)
+            weights.append(weight_of(objective, job, snapshot.jobs, model=model))
     return objective.value(np.array(quantities), weights=np.array(weights))
 
 
@@ -178,7 +204,8 @@ def test_the_values_of_all_jobs_at_once_are_those_of_each_job(
     values = optimizer._all_values(snapshot.jobs, curves)
     assert len(values) == len(snapshot.jobs)
     for job, curve, row in zip(snapshot.jobs, curves, values, strict=True):
-        expected = job_values(config, job, curve)
+        weight = weight_of(config.objective, job, snapshot.jobs, model=config.model)
+        expected = job_values(config, job, curve, weight=weight)
         assert row.dtype == np.float64
         np.testing.assert_array_equal(row, expected, strict=True, err_msg=job.name)
 
