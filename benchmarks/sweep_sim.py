@@ -18,15 +18,15 @@ With goodput (Pollux's workloads at a load, `pollux-style` beside the default as
         --variant 'p-0.5={"objective":{"exponent":-0.5}}' \
         --variant 'p-1={"objective":{"exponent":-1}}'
 
-The default beside the ranked objective, on the tuning workloads, then on the evaluation ones at
+The default beside its ranked objective, on the tuning workloads, then on the evaluation ones at
 each load (`--goodput 0.5`, `1.5`, `2.0` too):
 
     python -m benchmarks.sweep_sim --goodput 1.0 \
         --only workload-1,workload-2,workload-3,workload-4 \
-        --variant 'ranked={"objective":{"kind":"ranked-completion"}}'
+        --variant 'ranked={"objective":{"ranked":true}}'
     python -m benchmarks.sweep_sim --goodput 1.0 \
         --only workload-5,workload-6,workload-7,workload-8 \
-        --variant 'ranked={"objective":{"kind":"ranked-completion"}}'
+        --variant 'ranked={"objective":{"ranked":true}}'
 
 Prints each variant's mean and p95 JCT, GPU utilisation and spread share per workload, and the
 mean JCT summed over the workloads; every job declares its work unless `--declared-work none`; with

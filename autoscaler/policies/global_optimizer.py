@@ -4,8 +4,8 @@ Each job's throughput curve comes from its throughput model. With the default ob
 (`completion-time`) a count is worth what finishing the job's remaining work there is worth: its
 expected remaining seconds, plus the stall of a rescale when the count changes (the cost priced
 in time, so a job near its end is not restarted for a few seconds' gain, and a long one is).
-With `ranked-completion` the same remaining times are weighted by each job's rank in remaining
-work (`speedup.completion_weights`), so jobs share the GPUs as heSRPT orders them.
+With `objective.ranked` each job's term is weighted by its rank in remaining work
+(`speedup.completion_weights`), so the jobs that finish first are served first, as heSRPT has it.
 With an objective over speedups (`speedup-optimizer`, `pollux-style`), a count other than the
 current one is worth its speedup times `1 - restart_seconds / horizon_seconds`. Either way
 the rescale is paid inside the optimisation, not filtered afterwards, and the multiple-choice

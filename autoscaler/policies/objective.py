@@ -12,22 +12,21 @@ throughput there, plus the stall of a rescale when the count changes):
                      p > 0 minimise Σ w_j · E_j^p  (p = 1: Optimus' sum of remaining times).
   The more negative p, the more the shortest remaining jobs are served first (SRPT's rule as
   p goes to -inf with linear speedups); p = 0 ignores the work left altogether.
-- `ranked-completion`: maximise Σ w_j · i_j · x_j / E_j, where x_j is the job's remaining seconds
-  at its smallest count and i_j its rank, the number of jobs with at least as much x left (itself
-  included): without a rescale the term is w_j · i_j · s_j, the weights heSRPT's optimal shares
-  rest on (Berg, Vesilo, Harchol-Balter, "heSRPT", 2020), so a job gains by its rank in finishing
-  order, not by its size; `exponent` is not read. `speedup.completion_weights` makes the weights.
+With `ranked`, each job's weight w_j is multiplied by its rank i_j, the number of jobs with at
+least as many seconds left at their smallest count (itself included): the weights heSRPT's optimal
+shares rest on (Berg, Vesilo, Harchol-Balter, "heSRPT", 2020), so a job is served by its place in
+the finishing order, not by its size alone. `speedup.completion_weights` makes the weights.
 `value` reports the objective exactly so; `utility` is the per-job term a maximiser adds up.
 """
 
-from typing import Literal
+from typing import Literal, Self
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Floats = npt.NDArray[np.float64]
-Kind = Literal["completion-time", "ranked-completion", "throughput", "proportional", "power-mean"]
+Kind = Literal["completion-time", "throughput", "proportional", "power-mean"]
 
 
 class Objective(BaseModel):
@@ -37,31 +36,33 @@ class Objective(BaseModel):
 
     kind: Kind = Field(
         default="completion-time",
-        description="Σ w·E^p over expected remaining times E (the default); Σ w·i·x/E, each job's"
-        " rate of finishing weighted by its rank i in remaining seconds x at its smallest count"
-        " (`ranked-completion`); or over speedups s: Σ w·s, Σ w·log s, or the power mean of"
-        " exponent p",
+        description="Σ w·E^p over expected remaining times E (the default), or over speedups s:"
+        " Σ w·s, Σ w·log s, or the power mean of exponent p",
     )
     exponent: float = Field(
         default=-0.25,
         description="p of `completion-time` and `power-mean`; the default is measured for"
         " completion-time (Pollux's power mean uses -1)",
     )
+    ranked: bool = Field(
+        default=False,
+        description="with `completion-time`, each job's weight times its rank: the number of jobs"
+        " with at least as many seconds left at their smallest count (heSRPT's weights)",
+    )
+
+    @model_validator(mode="after")
+    def _ranked_by_remaining_time(self) -> Self:
+        if self.ranked and not self.over_remaining_time:
+            raise ValueError("ranked applies to completion-time: ranks are by remaining time")
+        return self
 
     @property
     def over_remaining_time(self) -> bool:
         """The per-job quantity is the expected remaining time E, not the speedup s."""
-        return self.kind in ("completion-time", "ranked-completion")
-
-    @property
-    def ranked(self) -> bool:
-        """Each job's weight carries its rank and remaining work (`completion_weights`)."""
-        return self.kind == "ranked-completion"
+        return self.kind == "completion-time"
 
     @property
     def minimised(self) -> bool:
-        if self.ranked:
-            return False
         if self.over_remaining_time:
             return self.exponent >= 0
         return self.kind == "power-mean" and self.exponent < 0
@@ -74,8 +75,6 @@ class Objective(BaseModel):
     def term(self, quantity: Floats) -> Floats:
         """Σ w · term(x) is the objective as reported (minimised when `minimised`)."""
         with np.errstate(divide="ignore", invalid="ignore"):
-            if self.ranked:
-                return np.power(quantity, -1.0)
             if self.logarithmic:
                 return np.log(quantity)
             if self.kind in ("power-mean", "completion-time"):

@@ -104,9 +104,9 @@ def seconds_to_finish(samples: Floats | float, throughput: Floats) -> Floats:
 def completion_weights(
     jobs: Sequence[JobSnapshot], curves: Sequence[JobCurve], *, objective: Objective
 ) -> Floats:
-    """Each job's weight in `objective`: its own, and under `ranked-completion` also times its
-    rank and its remaining seconds x at its smallest count, the rank being the number of known
-    jobs with at least as much x (ties by key), so the largest job ranks 1."""
+    """Each job's weight in `objective`: its own, and when `ranked` also times its rank, the
+    number of known jobs with at least as many seconds left at their smallest count (a tie goes
+    by key), so the job with the most left ranks 1."""
     weights = np.array([job.weight for job in jobs], dtype=np.float64)
     if not objective.ranked:
         return weights
@@ -115,9 +115,9 @@ def completion_weights(
         for index, curve in enumerate(curves)
         if curve.known
     }
-    largest_first = sorted(left, key=lambda index: (-left[index], jobs[index].key))
-    for rank, index in enumerate(largest_first, start=1):
-        weights[index] *= rank * left[index]
+    most_first = sorted(left, key=lambda index: (-left[index], jobs[index].key))
+    for rank, index in enumerate(most_first, start=1):
+        weights[index] *= rank
     return weights
 
 

@@ -35,10 +35,13 @@ MODELS = [EXPLORING, ThroughputModel(), ThroughputModel(exploration_step=0)]
 THROUGHPUTS = st.floats(1e-3, 1e5) | st.sampled_from([0.0, -5.0])
 OBJECTIVES = st.builds(
     Objective,
-    kind=st.sampled_from(
-        ["completion-time", "ranked-completion", "throughput", "proportional", "power-mean"]
-    ),
+    kind=st.sampled_from(["completion-time", "throughput", "proportional", "power-mean"]),
     exponent=st.sampled_from([-2.0, -1.0, -0.25, 0.0, 0.5, 1.0]) | st.floats(-3.0, 3.0),
+) | st.builds(
+    Objective,
+    kind=st.just("completion-time"),
+    exponent=st.sampled_from([-1.0, -0.25, 0.5]) | st.floats(-3.0, 3.0),
+    ranked=st.just(True),
 )
 
 
@@ -96,9 +99,7 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
 def utility(objective: Objective, quantity: Floats, *, weight: float) -> Floats:
     """`Objective.utility` of one job, as defined."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        if objective.kind == "ranked-completion":
-            term = 1.0 / quantity
-        elif objective.logarithmic:
+        if objective.logarithmic:
             term = np.log(quantity)
         elif objective.kind in ("power-mean", "completion-time"):
             term = np.power(quantity, objective.exponent)
@@ -119,10 +120,10 @@ def seconds_left(job: JobSnapshot, curve: JobCurve) -> Floats:
 def weight_of(
     objective: Objective, job: JobSnapshot, jobs: Sequence[JobSnapshot], *, model: ThroughputModel
 ) -> float:
-    """A job's weight in the objective, as defined: with `ranked-completion`, its own times its
-    rank (how many known jobs have as much remaining time at their smallest count, or more with
-    a key not after its own) times that remaining time."""
-    if objective.kind != "ranked-completion":
+    """A job's weight in the objective, as defined: when ranked, its own times its rank (how many
+    known jobs have more remaining time at their smallest count, or as much with a key not after
+    its own)."""
+    if not objective.ranked:
         return job.weight
     left = {}
     for other in jobs:
@@ -133,7 +134,7 @@ def weight_of(
         return job.weight
     mine = left[job.key]
     rank = sum(x > mine or (x == mine and key <= job.key) for key, x in left.items())
-    return job.weight * (rank * mine)
+    return job.weight * rank
 
 
 def job_values(
@@ -259,3 +260,11 @@ def test_pollux_restart_factor_keeps_a_job_rescaled_often_for_its_age(
 def test_pollux_restart_factor_needs_an_objective_over_speedups() -> None:
     with pytest.raises(ValidationError, match="restart_discount applies to objectives over"):
         GlobalOptimizerConfig(restart_discount="age")
+
+
+@pytest.mark.parametrize("kind", ["throughput", "proportional", "power-mean"])
+def test_ranks_need_remaining_times(
+    kind: Literal["throughput", "proportional", "power-mean"],
+) -> None:
+    with pytest.raises(ValidationError, match="ranked applies to completion-time"):
+        Objective(kind=kind, ranked=True)

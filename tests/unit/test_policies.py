@@ -166,21 +166,24 @@ def test_fairness_objectives_share_more_evenly(
 CONCAVE = {n: 100.0 * n**0.8 for n in range(1, 13)}
 
 
+RANKED = {"kind": "completion-time", "ranked": True}
+
+
 @pytest.mark.parametrize(
     ("objective", "remaining", "expected"),
     [
-        # Three jobs alike: the shares heSRPT gives speedup n^0.8 (1/3^5, (2/3)^5 - 1/3^5, the
-        # rest of 12 GPUs), where remaining times alone tell the jobs apart by nothing.
-        ({"kind": "ranked-completion"}, (2e5, 2e5, 2e5), {"a": 1, "b": 1, "c": 10}),
-        ({"kind": "completion-time", "exponent": -1}, (2e5, 2e5, 2e5), {"a": 4, "b": 4, "c": 4}),
+        # Three jobs alike (ties go by key): unranked, even shares; ranked with p = -1, the shares
+        # heSRPT gives speedup n^0.8 (1/3^5, (2/3)^5 - 1/3^5 and the rest of 12 GPUs).
         ({"kind": "completion-time"}, (2e5, 2e5, 2e5), {"a": 4, "b": 4, "c": 4}),
-        # By size, the job with the least left first: the rank, not the size, sets the share.
-        ({"kind": "ranked-completion"}, (1e5, 2e5, 3e5), {"a": 10, "b": 1, "c": 1}),
-        ({"kind": "ranked-completion"}, (1e4, 2e5, 3e9), {"a": 10, "b": 1, "c": 1}),
+        ({"kind": "completion-time", "exponent": -1}, (2e5, 2e5, 2e5), {"a": 4, "b": 4, "c": 4}),
+        ({**RANKED, "exponent": -1}, (2e5, 2e5, 2e5), {"a": 1, "b": 1, "c": 10}),
+        (RANKED, (2e5, 2e5, 2e5), {"a": 2, "b": 4, "c": 6}),
+        # The job with the least left gains most, more so ranked.
         ({"kind": "completion-time"}, (1e5, 2e5, 3e5), {"a": 5, "b": 4, "c": 3}),
+        (RANKED, (1e5, 2e5, 3e5), {"a": 7, "b": 4, "c": 1}),
     ],
 )
-def test_ranked_completion_serves_jobs_in_their_finishing_order(
+def test_ranked_objective_serves_jobs_in_their_finishing_order(
     objective: dict[str, Any], remaining: tuple[float, ...], expected: dict[str, int]
 ) -> None:
     jobs = [
@@ -216,11 +219,11 @@ def test_objective_value_is_computed_as_defined() -> None:
     left = [job(name, throughput=table("linear"), remaining_samples=800.0) for name in "ab"]
     sized = Snapshot(capacity={GPU: 8}, jobs=[*left, job("c", throughput=table("linear"),
                                                          remaining_samples=1600.0)])  # fmt: skip
-    ranked = Objective(kind="ranked-completion")
-    # x = 8, 8 and 16 s at one worker; ranks 2, 3 (a tie goes by key) and 1; E = x / n at
-    # 4, 4 and 2 workers.
+    ranked = Objective(kind="completion-time", exponent=-1, ranked=True)
+    # 8, 8 and 16 s left at one worker: ranks 2, 3 (a tie goes by key) and 1; E = 2, 2 and 8 s
+    # at 4, 4 and 2 workers.
     found = objective_value(sized, replicas, objective=ranked, model=model)
-    assert found == pytest.approx(2 * 8 / 2 + 3 * 8 / 2 + 1 * 16 / 8)
+    assert found == pytest.approx(2 / 2 + 3 / 2 + 1 / 8)
 
 
 def test_speedup_greedy_stops_at_a_cliff_the_exact_optimizer_crosses() -> None:
