@@ -154,18 +154,19 @@ def test_fairness_objectives_share_more_evenly(
         job("a", throughput=table("linear")),
         job("b", throughput={n: 100.0 * n**0.9 for n in range(1, 9)}),
     ]
-    decided = decide(
-        "global-optimizer",
-        Snapshot(capacity={GPU: 8}, jobs=jobs),
-        objective=objective,
-        restart_seconds=0,
-    )
-    assert {name: n for name, (n, _) in decided.items()} == expected
+    assert optimal_counts(jobs, gpus=8, objective=objective) == expected
+
+
+def optimal_counts(
+    jobs: list[JobSnapshot], *, gpus: float, objective: dict[str, Any]
+) -> dict[str, int]:
+    """The global optimizer's counts under `objective`, a rescale costing nothing."""
+    snapshot = Snapshot(capacity={GPU: gpus}, jobs=jobs)
+    decided = decide("global-optimizer", snapshot, objective=objective, restart_seconds=0)
+    return {name: n for name, (n, _) in decided.items()}
 
 
 CONCAVE = {n: 100.0 * n**0.8 for n in range(1, 13)}
-
-
 RANKED = {"kind": "completion-time", "ranked": True}
 
 
@@ -190,13 +191,7 @@ def test_ranked_objective_serves_jobs_in_their_finishing_order(
         job(name, throughput=CONCAVE, high=12, remaining_samples=left)
         for name, left in zip("abc", remaining, strict=True)
     ]
-    decided = decide(
-        "global-optimizer",
-        Snapshot(capacity={GPU: 12}, jobs=jobs),
-        objective=objective,
-        restart_seconds=0,
-    )
-    assert {name: n for name, (n, _) in decided.items()} == expected
+    assert optimal_counts(jobs, gpus=12, objective=objective) == expected
 
 
 def test_objective_value_is_computed_as_defined() -> None:
