@@ -4,7 +4,7 @@ Each job's throughput curve comes from its throughput model. With the default ob
 (`completion-time`) a count is worth what finishing the job's remaining work there is worth: its
 expected remaining seconds, plus the stall of a rescale when the count changes (the cost priced
 in time, so a job near its end is not restarted for a few seconds' gain, and a long one is).
-With `objective.ranked` each job's term is weighted by its rank in remaining work
+Each job's term is weighted by a power of its rank in remaining work
 (`speedup.completion_weights`), so the jobs that finish first are served first, as heSRPT has it.
 With an objective over speedups (`speedup-optimizer`, `pollux-style`), a count other than the
 current one is worth its speedup times `1 - restart_seconds / horizon_seconds`. Either way
@@ -355,7 +355,7 @@ def optimus(config: GreedyConfig) -> GlobalOptimizer:
     time it shortens most, per resource, with the remaining work known; a rescale is not priced.
     Given each job's true rates as well (declared profiles the engine trusts, as the simulator's
     goodput runs give them) it is "Optimus+Oracle" as the Pollux artifact reimplements it."""
-    remaining = Objective(kind="completion-time", exponent=1.0)
+    remaining = Objective(kind="completion-time", exponent=1.0, rank_exponent=0.0)
     pure = GlobalOptimizerConfig(
         objective=remaining, resource=config.resource, restart_seconds=0.0, model=config.model
     )

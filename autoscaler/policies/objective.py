@@ -12,10 +12,12 @@ throughput there, plus the stall of a rescale when the count changes):
                      p > 0 minimise Σ w_j · E_j^p  (p = 1: Optimus' sum of remaining times).
   The more negative p, the more the shortest remaining jobs are served first (SRPT's rule as
   p goes to -inf with linear speedups); p = 0 ignores the work left altogether.
-With `ranked`, each job's weight w_j is multiplied by its rank i_j, the number of jobs with at
-least as many seconds left at their smallest count (itself included): the weights heSRPT's optimal
-shares rest on (Berg, Vesilo, Harchol-Balter, "heSRPT", 2020), so a job is served by its place in
-the finishing order, not by its size alone. `speedup.completion_weights` makes the weights.
+With `completion-time`, each job's weight w_j is multiplied by i_j^a, i_j its rank, the number
+of jobs with at least as many seconds left at their smallest count (itself included), and a the
+`rank_exponent`: with a = 1 the weights heSRPT's optimal shares rest on (Berg, Vesilo,
+Harchol-Balter, "heSRPT", 2020), so a job is served by its place in the finishing order, not by
+its size alone; a smaller a keeps more of the long jobs' share (the tail); a = 0 is unranked.
+`speedup.completion_weights` makes the weights.
 `value` reports the objective exactly so; `utility` is the per-job term a maximiser adds up.
 """
 
@@ -44,17 +46,25 @@ class Objective(BaseModel):
         description="p of `completion-time` and `power-mean`; the default is measured for"
         " completion-time (Pollux's power mean uses -1)",
     )
-    ranked: bool = Field(
-        default=False,
-        description="with `completion-time`, each job's weight times its rank: the number of jobs"
-        " with at least as many seconds left at their smallest count (heSRPT's weights)",
+    rank_exponent: float = Field(
+        default=0.5,
+        ge=0,
+        description="a of `completion-time`: each job's weight times its rank to the power a, the"
+        " rank being the number of jobs with at least as many seconds left at their smallest"
+        " count (1: heSRPT's weights; 0: unranked); the default is measured",
     )
 
     @model_validator(mode="after")
     def _ranked_by_remaining_time(self) -> Self:
-        if self.ranked and not self.over_remaining_time:
-            raise ValueError("ranked applies to completion-time: ranks are by remaining time")
+        explicit = "rank_exponent" in self.model_fields_set
+        if explicit and self.rank_exponent > 0 and not self.over_remaining_time:
+            raise ValueError("rank_exponent applies to completion-time: ranks by remaining time")
         return self
+
+    @property
+    def ranks(self) -> bool:
+        """Weights carry ranks: only over remaining times, where ranks are defined."""
+        return self.rank_exponent > 0 and self.over_remaining_time
 
     @property
     def over_remaining_time(self) -> bool:

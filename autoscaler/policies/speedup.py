@@ -104,11 +104,11 @@ def seconds_to_finish(samples: Floats | float, throughput: Floats) -> Floats:
 def completion_weights(
     jobs: Sequence[JobSnapshot], curves: Sequence[JobCurve], *, objective: Objective
 ) -> Floats:
-    """Each job's weight in `objective`: its own, and when `ranked` also times its rank, the
-    number of known jobs with at least as many seconds left at their smallest count (a tie goes
-    by key), so the job with the most left ranks 1."""
+    """Each job's weight in `objective`: its own, and when it `ranks` also times its rank to the
+    `rank_exponent`, the rank being the number of known jobs with at least as many seconds left
+    at their smallest count (a tie goes by key), so the job with the most left ranks 1."""
     weights = np.array([job.weight for job in jobs], dtype=np.float64)
-    if not objective.ranked:
+    if not objective.ranks:
         return weights
     left = {
         index: remaining_samples(jobs[index], curve) / float(curve.throughput[0])
@@ -117,7 +117,7 @@ def completion_weights(
     }
     most_first = sorted(left, key=lambda index: (-left[index], jobs[index].key))
     for rank, index in enumerate(most_first, start=1):
-        weights[index] *= rank
+        weights[index] *= rank**objective.rank_exponent
     return weights
 
 

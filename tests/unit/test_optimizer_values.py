@@ -41,7 +41,7 @@ OBJECTIVES = st.builds(
     Objective,
     kind=st.just("completion-time"),
     exponent=st.sampled_from([-1.0, -0.25, 0.5]) | st.floats(-3.0, 3.0),
-    ranked=st.just(True),
+    rank_exponent=st.sampled_from([0.0, 0.5, 1.0]) | st.floats(0.0, 2.0),
 )
 
 
@@ -120,10 +120,10 @@ def seconds_left(job: JobSnapshot, curve: JobCurve) -> Floats:
 def weight_of(
     objective: Objective, job: JobSnapshot, jobs: Sequence[JobSnapshot], *, model: ThroughputModel
 ) -> float:
-    """A job's weight in the objective, as defined: when ranked, its own times its rank (how many
-    known jobs have more remaining time at their smallest count, or as much with a key not after
-    its own)."""
-    if not objective.ranked:
+    """A job's weight in the objective, as defined: when it ranks, its own times its rank (how
+    many known jobs have more remaining time at their smallest count, or as much with a key not
+    after its own) to the rank exponent."""
+    if not objective.ranks:
         return job.weight
     left = {}
     for other in jobs:
@@ -133,8 +133,8 @@ def weight_of(
     if job.key not in left:
         return job.weight
     mine = left[job.key]
-    rank = sum(x > mine or (x == mine and key <= job.key) for key, x in left.items())
-    return job.weight * rank
+    rank = int(sum(x > mine or (x == mine and key <= job.key) for key, x in left.items()))
+    return job.weight * rank**objective.rank_exponent
 
 
 def job_values(
@@ -266,5 +266,6 @@ def test_pollux_restart_factor_needs_an_objective_over_speedups() -> None:
 def test_ranks_need_remaining_times(
     kind: Literal["throughput", "proportional", "power-mean"],
 ) -> None:
-    with pytest.raises(ValidationError, match="ranked applies to completion-time"):
-        Objective(kind=kind, ranked=True)
+    with pytest.raises(ValidationError, match="rank_exponent applies to completion-time"):
+        Objective(kind=kind, rank_exponent=1.0)
+    assert not Objective(kind=kind).ranks  # the default exponent is for completion-time only

@@ -80,10 +80,11 @@ def test_every_built_in_is_installed_through_the_entry_point_group() -> None:
             9,
             {"a": 8, "b": 1},
         ),
+        # Jobs alike: the one ranked to finish first (a tie goes by key) gets more.
         (
             [job("a", throughput=table("sqrt")), job("b", throughput=table("sqrt"))],
             8,
-            {"a": 4, "b": 4},
+            {"a": 3, "b": 5},
         ),
         # greedy would stop 'b' at 4 (the cliff); exact sees 8 x 0.5 x 100 = 400 = 4 x 100: keeps 4
         (
@@ -167,24 +168,27 @@ def optimal_counts(
 
 
 CONCAVE = {n: 100.0 * n**0.8 for n in range(1, 13)}
-RANKED = {"kind": "completion-time", "ranked": True}
+UNRANKED = {"kind": "completion-time", "rank_exponent": 0}
+HESRPT = {"kind": "completion-time", "rank_exponent": 1}
 
 
 @pytest.mark.parametrize(
     ("objective", "remaining", "expected"),
     [
-        # Three jobs alike (ties go by key): unranked, even shares; ranked with p = -1, the shares
-        # heSRPT gives speedup n^0.8 (1/3^5, (2/3)^5 - 1/3^5 and the rest of 12 GPUs).
-        ({"kind": "completion-time"}, (2e5, 2e5, 2e5), {"a": 4, "b": 4, "c": 4}),
-        ({"kind": "completion-time", "exponent": -1}, (2e5, 2e5, 2e5), {"a": 4, "b": 4, "c": 4}),
-        ({**RANKED, "exponent": -1}, (2e5, 2e5, 2e5), {"a": 1, "b": 1, "c": 10}),
-        (RANKED, (2e5, 2e5, 2e5), {"a": 2, "b": 4, "c": 6}),
-        # The job with the least left gains most, more so ranked.
-        ({"kind": "completion-time"}, (1e5, 2e5, 3e5), {"a": 5, "b": 4, "c": 3}),
-        (RANKED, (1e5, 2e5, 3e5), {"a": 7, "b": 4, "c": 1}),
+        # Three jobs alike (ties go by key): unranked, even shares; with heSRPT's ranks and
+        # p = -1, the shares it gives speedup n^0.8 (1/3^5, (2/3)^5 - 1/3^5 and the rest of 12).
+        (UNRANKED, (2e5, 2e5, 2e5), {"a": 4, "b": 4, "c": 4}),
+        ({**UNRANKED, "exponent": -1}, (2e5, 2e5, 2e5), {"a": 4, "b": 4, "c": 4}),
+        ({**HESRPT, "exponent": -1}, (2e5, 2e5, 2e5), {"a": 1, "b": 1, "c": 10}),
+        (HESRPT, (2e5, 2e5, 2e5), {"a": 2, "b": 4, "c": 6}),
+        ({}, (2e5, 2e5, 2e5), {"a": 3, "b": 4, "c": 5}),
+        # The job with the least left gains most, the more so the higher the rank exponent.
+        (UNRANKED, (1e5, 2e5, 3e5), {"a": 5, "b": 4, "c": 3}),
+        ({}, (1e5, 2e5, 3e5), {"a": 6, "b": 4, "c": 2}),
+        (HESRPT, (1e5, 2e5, 3e5), {"a": 7, "b": 4, "c": 1}),
     ],
 )
-def test_ranked_objective_serves_jobs_in_their_finishing_order(
+def test_ranks_serve_jobs_in_their_finishing_order(
     objective: dict[str, Any], remaining: tuple[float, ...], expected: dict[str, int]
 ) -> None:
     jobs = [
@@ -214,11 +218,12 @@ def test_objective_value_is_computed_as_defined() -> None:
     left = [job(name, throughput=table("linear"), remaining_samples=800.0) for name in "ab"]
     sized = Snapshot(capacity={GPU: 8}, jobs=[*left, job("c", throughput=table("linear"),
                                                          remaining_samples=1600.0)])  # fmt: skip
-    ranked = Objective(kind="completion-time", exponent=-1, ranked=True)
     # 8, 8 and 16 s left at one worker: ranks 2, 3 (a tie goes by key) and 1; E = 2, 2 and 8 s
     # at 4, 4 and 2 workers.
-    found = objective_value(sized, replicas, objective=ranked, model=model)
-    assert found == pytest.approx(2 / 2 + 3 / 2 + 1 / 8)
+    for rank_exponent in (1.0, 0.5):
+        ranked = Objective(kind="completion-time", exponent=-1, rank_exponent=rank_exponent)
+        found = objective_value(sized, replicas, objective=ranked, model=model)
+        assert found == pytest.approx((2**rank_exponent + 3**rank_exponent) / 2 + 1 / 8)
 
 
 def test_speedup_greedy_stops_at_a_cliff_the_exact_optimizer_crosses() -> None:

@@ -14,6 +14,7 @@ from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.snapshot import engine_bounds
 from autoscaler.policies.contract import EngineBounds, JobSnapshot, Snapshot
 from autoscaler.policies.global_optimizer import GlobalOptimizer, GlobalOptimizerConfig
+from autoscaler.policies.objective import Objective
 from autoscaler.sim.profiles import Profile, ProfileRow
 from autoscaler.sim.results import RunResult
 from autoscaler.sim.simulation import SimConfig, Simulation
@@ -21,7 +22,8 @@ from autoscaler.sim.workload import WorkloadJob, format_workload, parse_workload
 from tests.support.clock import NOW
 
 GPU = c.GPU_RESOURCE
-POLICY = GlobalOptimizer(GlobalOptimizerConfig())  # p = -0.25, restart 15 s, hold 3600 s
+# p = -0.25, restart 15 s, hold 3600 s; unranked, so that each table below sums plain terms.
+POLICY = GlobalOptimizer(GlobalOptimizerConfig(objective=Objective(rank_exponent=0)))
 
 
 def snap(name: str, remaining: float, replicas: int = 2, **fields: Any) -> JobSnapshot:

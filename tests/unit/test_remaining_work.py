@@ -178,8 +178,8 @@ def test_the_job_with_less_work_left_gets_more_workers() -> None:
     ]
     decided = decide("global-optimizer", Snapshot(capacity={GPU: 8}, jobs=jobs))
     assert decided["short"][0] > decided["long"][0] >= 1
-    # size-blind (p = 0: proportional fairness on speedups) splits them evenly
-    blind = {"kind": "completion-time", "exponent": 0}
+    # size-blind (p = 0 and unranked: proportional fairness on speedups) splits them evenly
+    blind = {"kind": "completion-time", "exponent": 0, "rank_exponent": 0}
     even = decide("global-optimizer", Snapshot(capacity={GPU: 8}, jobs=jobs), objective=blind)
     assert even["short"][0] == even["long"][0] == 4
 
