@@ -13,10 +13,11 @@ throughput there, plus the stall of a rescale when the count changes):
   The more negative p, the more the shortest remaining jobs are served first (SRPT's rule as
   p goes to -inf with linear speedups); p = 0 ignores the work left altogether.
 With `completion-time`, each job's weight w_j is multiplied by i_j^a, i_j its rank, the number
-of jobs with at least as many seconds left at their smallest count (itself included), and a the
-`rank_exponent`: with a = 1 the weights heSRPT's optimal shares rest on (Berg, Vesilo,
-Harchol-Balter, "heSRPT", 2020), so a job is served by its place in the finishing order, not by
-its size alone; a smaller a keeps more of the long jobs' share (the tail); a = 0 is unranked.
+of jobs declaring their work with at least as many seconds left at their smallest count (itself
+included; a job declaring none is not ranked), and a the `rank_exponent`: with a = 1 the weights
+heSRPT's optimal shares rest on (Berg, Vesilo, Harchol-Balter, "heSRPT", 2020), so a job is
+served by its place in the finishing order, not by its size alone; a smaller a keeps more of the
+long jobs' share (the tail); a = 0 is unranked.
 `speedup.completion_weights` makes the weights.
 `value` reports the objective exactly so; `utility` is the per-job term a maximiser adds up.
 """
@@ -50,8 +51,9 @@ class Objective(BaseModel):
         default=0.5,
         ge=0,
         description="a of `completion-time`: each job's weight times its rank to the power a, the"
-        " rank being the number of jobs with at least as many seconds left at their smallest"
-        " count (1: heSRPT's weights; 0: unranked); the default is measured",
+        " rank being the number of jobs declaring their work with at least as many seconds left"
+        " at their smallest count (1: heSRPT's weights; 0: unranked; a job declaring no work is"
+        " not ranked); the default is measured",
     )
 
     @model_validator(mode="after")

@@ -105,15 +105,18 @@ def completion_weights(
     jobs: Sequence[JobSnapshot], curves: Sequence[JobCurve], *, objective: Objective
 ) -> Floats:
     """Each job's weight in `objective`: its own, and when it `ranks` also times its rank to the
-    `rank_exponent`, the rank being the number of known jobs with at least as many seconds left
-    at their smallest count (a tie goes by key), so the job with the most left ranks 1."""
+    `rank_exponent`, the rank being the number of known jobs declaring their work with at least
+    as many seconds left at their smallest count (a tie goes by key), so the job with the most
+    left ranks 1. A job that declares no work is not ranked (weighted as rank 1): its work left
+    is a guess from the service it had, and ranking on the guess lengthens the mean JCT
+    (`benchmarks/sweep_sim.py --declared-work none`)."""
     weights = np.array([job.weight for job in jobs], dtype=np.float64)
     if not objective.ranks:
         return weights
     left = {
         index: remaining_samples(jobs[index], curve) / float(curve.throughput[0])
         for index, curve in enumerate(curves)
-        if curve.known
+        if curve.known and jobs[index].remaining_samples is not None
     }
     most_first = sorted(left, key=lambda index: (-left[index], jobs[index].key))
     for rank, index in enumerate(most_first, start=1):

@@ -108,13 +108,11 @@ def test_decide_prints_its_decisions_and_the_objective(site: Path) -> None:
     assert output["decisions"][2]["message"] == (
         "6 workers hold 6 of 16 nvidia.com/gpu, for weight 1 of 4"
     )
-    # the default objective, Σ weight x rank^0.5 x E^-0.25 over expected remaining seconds E: no
-    # work is declared and none attained yet, so each job has 600 worker-seconds left at its
-    # per-worker rate; the curves are linear, so E = 600 / count; all tie at 600 s on one
-    # worker, so the ranks go by name: bert 1, llm 2, resnet 3
+    # the default objective, Σ weight x E^-0.25 over expected remaining seconds E: no work is
+    # declared and none attained yet, so each job has 600 worker-seconds left at its per-worker
+    # rate; the curves are linear, so E = 600 / count
     assert output["objective"] == pytest.approx(sum(
-        weight * rank**0.5 * (600 / count) ** -0.25
-        for weight, rank, count in ((2, 2, 3), (1, 3, 2), (1, 1, 6))
+        weight * (600 / count) ** -0.25 for weight, count in ((2, 3), (1, 2), (1, 6))
     ))  # fmt: skip
 
 

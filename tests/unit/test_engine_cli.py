@@ -46,10 +46,10 @@ def test_decide_prints_policy_objective_and_decisions(snapshot_file: Path) -> No
     assert output["policy"] == "global-optimizer"
     counts = {d["name"]: d["replicas"] for d in output["decisions"]}
     assert counts == {"linear": 7, "flat": 1}
-    # Σ i^0.5 E^-0.25 over expected remaining seconds E and ranks i: no work declared or
-    # attained, so 600 worker-seconds left at the current per-worker rate (linear: E = 600 x 100 /
-    # T(7) = 600 / 7, 600 s at one worker: rank 1; flat: E = 600 x 104 / 4 / T(1), rank 2)
-    expected = (600 / 7) ** -0.25 + 2**0.5 * (600 * 104 / 4 / 101) ** -0.25
+    # Σ E^-0.25 over expected remaining seconds E: no work declared or attained, so 600
+    # worker-seconds left at the current per-worker rate (linear: E = 600 x 100 / T(7) = 600 / 7;
+    # flat: E = 600 x 104 / 4 / T(1))
+    expected = (600 / 7) ** -0.25 + (600 * 104 / 4 / 101) ** -0.25
     assert output["objective"] == pytest.approx(expected)
     assert set(output["decisions"][0]) == {"namespace", "name", "replicas", "reason", "message"}
 

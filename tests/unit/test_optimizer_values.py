@@ -121,14 +121,14 @@ def weight_of(
     objective: Objective, job: JobSnapshot, jobs: Sequence[JobSnapshot], *, model: ThroughputModel
 ) -> float:
     """A job's weight in the objective, as defined: when it ranks, its own times its rank (how
-    many known jobs have more remaining time at their smallest count, or as much with a key not
-    after its own) to the rank exponent."""
+    many known jobs declaring their work have more remaining time at their smallest count, or as
+    much with a key not after its own) to the rank exponent; its own alone if it declares none."""
     if not objective.ranks:
         return job.weight
     left = {}
     for other in jobs:
         curve = job_curve(other, model=model)
-        if curve.known:
+        if curve.known and other.remaining_samples is not None:
             left[other.key] = remaining_samples(other, curve) / curve.throughput[0]
     if job.key not in left:
         return job.weight

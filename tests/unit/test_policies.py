@@ -80,11 +80,10 @@ def test_every_built_in_is_installed_through_the_entry_point_group() -> None:
             9,
             {"a": 8, "b": 1},
         ),
-        # Jobs alike: the one ranked to finish first (a tie goes by key) gets more.
         (
             [job("a", throughput=table("sqrt")), job("b", throughput=table("sqrt"))],
             8,
-            {"a": 3, "b": 5},
+            {"a": 4, "b": 4},
         ),
         # greedy would stop 'b' at 4 (the cliff); exact sees 8 x 0.5 x 100 = 400 = 4 x 100: keeps 4
         (
@@ -182,6 +181,8 @@ HESRPT = {"kind": "completion-time", "rank_exponent": 1}
         ({**HESRPT, "exponent": -1}, (2e5, 2e5, 2e5), {"a": 1, "b": 1, "c": 10}),
         (HESRPT, (2e5, 2e5, 2e5), {"a": 2, "b": 4, "c": 6}),
         ({}, (2e5, 2e5, 2e5), {"a": 3, "b": 4, "c": 5}),
+        # Declaring no work, no job is ranked: its work left is a guess.
+        ({}, (None, None, None), {"a": 4, "b": 4, "c": 4}),
         # The job with the least left gains most, the more so the higher the rank exponent.
         (UNRANKED, (1e5, 2e5, 3e5), {"a": 5, "b": 4, "c": 3}),
         ({}, (1e5, 2e5, 3e5), {"a": 6, "b": 4, "c": 2}),
@@ -189,7 +190,7 @@ HESRPT = {"kind": "completion-time", "rank_exponent": 1}
     ],
 )
 def test_ranks_serve_jobs_in_their_finishing_order(
-    objective: dict[str, Any], remaining: tuple[float, ...], expected: dict[str, int]
+    objective: dict[str, Any], remaining: tuple[float | None, ...], expected: dict[str, int]
 ) -> None:
     jobs = [
         job(name, throughput=CONCAVE, high=12, remaining_samples=left)
