@@ -114,9 +114,9 @@ def completion_weights(
     if not objective.ranks:
         return weights
     left = {
-        index: remaining_samples(jobs[index], curve) / float(curve.throughput[0])
-        for index, curve in enumerate(curves)
-        if curve.known and jobs[index].remaining_samples is not None
+        index: job.remaining_samples / float(curve.throughput[0])
+        for index, (job, curve) in enumerate(zip(jobs, curves, strict=True))
+        if curve.known and job.remaining_samples is not None
     }
     most_first = sorted(left, key=lambda index: (-left[index], jobs[index].key))
     for rank, index in enumerate(most_first, start=1):

@@ -129,7 +129,7 @@ def weight_of(
     for other in jobs:
         curve = job_curve(other, model=model)
         if curve.known and other.remaining_samples is not None:
-            left[other.key] = remaining_samples(other, curve) / curve.throughput[0]
+            left[other.key] = other.remaining_samples / curve.throughput[0]
     if job.key not in left:
         return job.weight
     mine = left[job.key]
