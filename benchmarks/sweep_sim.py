@@ -13,22 +13,26 @@ The runs docs/benchmarks.md quotes (how the default's settings were chosen):
 
 With goodput (Pollux's workloads at a load, `pollux-style` beside the default as the reference):
 
-    python -m benchmarks.sweep_sim --goodput 1.0 \
-        --only workload-1,workload-2,workload-3,workload-4 \
-        --variant 'p-0.5={"objective":{"exponent":-0.5}}' \
+    python -m benchmarks.sweep_sim --goodput 1.0 \\
+        --only workload-1,workload-2,workload-3,workload-4 \\
+        --variant 'p-0.5={"objective":{"exponent":-0.5}}' \\
         --variant 'p-1={"objective":{"exponent":-1}}'
 
 The default's rank exponent, on both tuning sets (the default is 0.5), then the default on the
 evaluation workloads at each load (`--goodput 0.5`, `1.5`, `2.0` too):
 
-    python -m benchmarks.sweep_sim --goodput 1.0 \
-        --only workload-1,workload-2,workload-3,workload-4 \
-        --variant 'a0={"objective":{"rank_exponent":0}}' \
-        --variant 'a0.25={"objective":{"rank_exponent":0.25}}' \
-        --variant 'a0.75={"objective":{"rank_exponent":0.75}}' \
+    python -m benchmarks.sweep_sim --goodput 1.0 \\
+        --only workload-1,workload-2,workload-3,workload-4 \\
+        --variant 'a0={"objective":{"rank_exponent":0}}' \\
+        --variant 'a0.25={"objective":{"rank_exponent":0.25}}' \\
+        --variant 'a0.75={"objective":{"rank_exponent":0.75}}' \\
         --variant 'a1={"objective":{"rank_exponent":1}}'
-    python -m benchmarks.sweep_sim --only itp,default,pollux-2,pollux-3 (the same variants)
-    python -m benchmarks.sweep_sim --goodput 1.0 \
+    python -m benchmarks.sweep_sim --only itp,default,pollux-2,pollux-3 \\
+        --variant 'a0={"objective":{"rank_exponent":0}}' \\
+        --variant 'a0.25={"objective":{"rank_exponent":0.25}}' \\
+        --variant 'a0.75={"objective":{"rank_exponent":0.75}}' \\
+        --variant 'a1={"objective":{"rank_exponent":1}}'
+    python -m benchmarks.sweep_sim --goodput 1.0 \\
         --only workload-5,workload-6,workload-7,workload-8
 
 Prints each variant's mean and p95 JCT, GPU utilisation and spread share per workload, and the
