@@ -12,18 +12,16 @@ import sys
 import time
 from collections.abc import Sequence
 
-from autoscaler.sim.inputs import read_profiles, read_workload
+from autoscaler.sim.inputs import read_inputs, read_profiles
 from autoscaler.sim.lp_bound import default_slot_seconds, lp_bound
 from benchmarks.bench_sim import Workload, workloads
 
 
 def bound_lines(workload: Workload, *, halvings: int) -> list[str]:
-    profiles = read_profiles(workload.profiles)
-    jobs = (
-        workload.jobs
-        if isinstance(workload.jobs, tuple)
-        else read_workload(workload.jobs, profiles=profiles, traces=workload.profiles)
-    )
+    if isinstance(workload.jobs, tuple):
+        jobs, profiles = workload.jobs, read_profiles(workload.profiles)
+    else:
+        jobs, profiles = read_inputs(workload.jobs, workload.profiles)
     gpus = workload.config.gpus
     slot = default_slot_seconds(jobs, profiles, total_gpus=gpus)
     lines = []
