@@ -18,6 +18,7 @@ from benchmarks.bench_sim import Workload, workloads
 
 
 def bound_lines(workload: Workload, *, halvings: int) -> list[str]:
+    """One line per slot length: bench-sim's, then halved `halvings` times."""
     if isinstance(workload.jobs, tuple):
         jobs, profiles = workload.jobs, read_profiles(workload.profiles)
     else:
