@@ -5,8 +5,9 @@ A lost node, a crashed container or a re-forming world shows in what the engine 
 the throughput reading says anything clear: worker pods placed on nodes but not Ready, container
 restarts, progress that stops advancing. While any shows, and for `settle_seconds` after (the
 rate window still holds the stall), the job is held at its count (`Recovering`) and its readings
-are not recorded. A disturbance within `settle_seconds` of the job's start or last rescale is
-that rescale's own re-forming, whose readings the settle window ignores already.
+are not recorded. Unready pods or stalled progress within `settle_seconds` of the job's start or
+last rescale are that rescale's own re-forming, whose readings the settle window ignores already;
+a container restart there is a fault (a rescale restarts none), and its hold outlasts the window.
 """
 
 from datetime import datetime, timedelta
@@ -65,8 +66,12 @@ def disturbance(
 ) -> str:
     """Why the job's world is not whole this round, "" when it is (or is still re-forming
     after its start or last rescale, or is held back)."""
-    if job.held_back or rescaling(job, state, now=now, config=config):
+    if job.held_back:
         return ""
+    more = job.restarts - state.restarts_seen if state.restarts_seen is not None else 0
+    restarted = f"its workers' containers restarted ({more} more)" if more > 0 else ""
+    if rescaling(job, state, now=now, config=config):
+        return restarted  # a rescale restarts no container: a fault, seen past the settle window
     if job.unready:
         placed = (
             "worker pod placed on a node is"
@@ -74,8 +79,8 @@ def disturbance(
             else "worker pods placed on nodes are"
         )
         return f"{job.unready} {placed} not ready"
-    if state.restarts_seen is not None and job.restarts > state.restarts_seen:
-        return f"its workers' containers restarted ({job.restarts - state.restarts_seen} more)"
+    if restarted:
+        return restarted
     if stalled(job, state, samples_done=samples_done, now=now, config=config):
         return f"its reported progress has not advanced for {config.stall_seconds:g} s"
     return ""

@@ -64,9 +64,23 @@ def state(**changes: object) -> JobState:
         (job(restarts=3), state(progressed_at=NOW - 20 * SECOND), 4_000.0, ""),  # went back
         # Not a world that runs (starting, below its minimum): other holds see to it.
         (job(restarts=3, active=0), state(progressed_at=NOW - 60 * SECOND), 5_000.0, ""),
-        # Within settle_seconds of its last rescale or its start: that rescale's own re-forming.
-        (job(restarts=5, unready=2), state(last_rescale=NOW - 59 * SECOND), 5_000.0, ""),
-        (job(restarts=5, unready=2, created=NOW - 30 * SECOND), state(), 5_000.0, ""),
+        # Within settle_seconds of its last rescale or its start: unready pods and a stall are
+        # that rescale's own re-forming; a container restart is a fault (a rescale restarts none).
+        (job(restarts=3, unready=2), state(last_rescale=NOW - 59 * SECOND), 5_000.0, ""),
+        (job(restarts=3, unready=2, created=NOW - 30 * SECOND), state(), 5_000.0, ""),
+        (
+            job(restarts=3),
+            state(last_rescale=NOW - 59 * SECOND, progressed_at=NOW - 20 * SECOND),
+            5_000.0,
+            "",
+        ),
+        (
+            job(restarts=5, unready=2),
+            state(last_rescale=NOW - 59 * SECOND),
+            5_000.0,
+            "containers restarted (2 more)",
+        ),
+        (job(restarts=5, created=NOW - 30 * SECOND), state(), 5_000.0, "restarted (2 more)"),
         (job(restarts=5, unready=2), state(last_rescale=NOW - 60 * SECOND), 5_000.0, "2 worker"),
         # Held back by the engine: no pods, nothing to recover.
         (job(unready=1, suspended=True, held_since=NOW - SECOND), state(), None, ""),
