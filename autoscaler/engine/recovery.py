@@ -64,8 +64,8 @@ def disturbance(
     now: datetime,
     config: SettleConfig,
 ) -> str:
-    """Why the job's world is not whole this round, "" when it is (or is still re-forming
-    after its start or last rescale, or is held back)."""
+    """Why the job's world is not whole this round, "" when it is, is held back, or is still
+    re-forming after its start or last rescale with no container restarted."""
     if job.held_back:
         return ""
     more = job.restarts - state.restarts_seen if state.restarts_seen is not None else 0
