@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from autoscaler.api import coordinates as c
 from autoscaler.training import ThroughputReporter
@@ -85,9 +86,16 @@ class Trainer:
 
     def _watch(self) -> None:
         while not self._stop.wait(0.2):
-            job: dict[str, Any] = self.jobs.get_namespaced_custom_object(
-                c.GROUP, c.VERSION, self.namespace, c.PLURAL, self.name
-            )
+            try:
+                job: dict[str, Any] = self.jobs.get_namespaced_custom_object(
+                    c.GROUP, c.VERSION, self.namespace, c.PLURAL, self.name
+                )
+            except ApiException as error:
+                if error.status == 404:  # not created yet, or deleted: nobody trains
+                    self.workers = 0
+                continue
+            except Exception:  # the API server restarting (fault tests): try again next tick
+                continue
             statuses = (job.get("status") or {}).get("replicaStatuses") or {}
             self.workers = int((statuses.get(c.WORKER) or {}).get("active") or 0)
 
