@@ -6,6 +6,11 @@ alpha_r + beta_r max(r - 2, 0) within one node and alpha_n + beta_n max(r - 2, 0
 the synchronising micro-step overlaps compute and communication,
 T_sync = (T_acc^gamma + T_net^gamma)^(1/gamma) with gamma in [1, 10]; a step takes
 s T_acc + T_sync and processes r m (s + 1) samples.
+
+Past the widest replica count a job has run at, T_net is taken as it was there: the fit saw the
+network's growth only within that range, so it is not extrapolated, and the optimistic price is
+corrected by the job's first step at the wider count (AdaptDL leaves a parameter no observation
+informs at its optimistic bound; this carries that rule from parameters to counts).
 """
 
 import math
@@ -37,14 +42,17 @@ class StepTimeModel:
     alpha_r: float
     beta_r: float
     gamma: float
+    widest: int | None = None  # the most replicas observed: T_net is flat past it (None: not)
 
     def __post_init__(self) -> None:
         for item in fields(self):
             value = getattr(self, item.name)
-            if not (math.isfinite(value) and value > 0):
+            if item.name != "widest" and not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{item.name} must be finite and > 0, got {value}")
         if not 1 <= self.gamma <= MAX_GAMMA:
             raise ValueError(f"gamma must be in [1, {MAX_GAMMA:g}], got {self.gamma}")
+        if self.widest is not None and self.widest < 1:
+            raise ValueError(f"widest must be >= 1, got {self.widest}")
 
 
 # Before a job has run: compute of 0.1 s + 0.01 s per sample, communication negligible (a job's
@@ -66,10 +74,11 @@ class StepObservation:
 
 
 def network_seconds(model: StepTimeModel, *, nodes: int, replicas: int) -> float:
-    """The synchronisation's own time: none for one replica, else within a node or across."""
+    """The synchronisation's own time: none for one replica, else within a node or across, as
+    at the widest count observed past it."""
     if replicas <= 1:
         return 0.0
-    extra = max(replicas - 2, 0)
+    extra = max(min(replicas, model.widest or replicas) - 2, 0)
     if nodes > 1:
         return model.alpha_n + model.beta_n * extra
     return model.alpha_r + model.beta_r * extra
@@ -139,7 +148,8 @@ def fit(observations: Sequence[StepObservation], prior: StepTimeModel = PRIOR) -
     Parameters no observation informs stay at the prior; with a single local batch observed,
     alpha_c is held at half of the per-micro-step time (compute split evenly between its constant
     and per-sample parts, AdaptDL's optimistic choice); with no multi-node observation the
-    inter-node terms are at least 1.1x the intra-node ones.
+    inter-node terms are at least 1.1x the intra-node ones. The model's `widest` is the most
+    replicas observed.
     """
     data = [o for o in observations if o.step_seconds > 0 and o.replicas >= 1]
     if not data:
@@ -164,4 +174,5 @@ def fit(observations: Sequence[StepObservation], prior: StepTimeModel = PRIOR) -
             alpha_n=max(model.alpha_n, NETWORK_PRIOR_RATIO * model.alpha_r),
             beta_n=max(model.beta_n, NETWORK_PRIOR_RATIO * model.beta_r),
         )
-    return replace(model, gamma=min(max(model.gamma, 1.0), MAX_GAMMA))
+    widest = max(o.replicas for o in data)
+    return replace(model, gamma=min(max(model.gamma, 1.0), MAX_GAMMA), widest=widest)

@@ -1,6 +1,7 @@
 """Pollux's step-time model and its fit, on hand-computed values."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -10,6 +11,7 @@ from autoscaler.goodput.step_time import (
     StepObservation,
     StepTimeModel,
     fit,
+    network_seconds,
     step_seconds,
     throughput,
 )
@@ -37,6 +39,23 @@ def test_step_time(
     assert throughput(MODEL, **kwargs) == pytest.approx(samples_per_second)
 
 
+@pytest.mark.parametrize(
+    ("nodes", "replicas", "network"),
+    [
+        (1, 1, 0.0),  # one replica: no network, whatever the widest
+        (1, 2, 0.2),
+        (1, 4, 0.3),  # 0.2 + 0.05 * 2, at the widest
+        (1, 8, 0.3),  # past it: as at the widest
+        (2, 8, 0.7),  # 0.5 + 0.1 * 2: across nodes, as at 4 replicas
+    ],
+)
+def test_the_network_past_the_widest_count_is_as_at_it(
+    nodes: int, replicas: int, network: float
+) -> None:
+    model = replace(MODEL, widest=4)
+    assert network_seconds(model, nodes=nodes, replicas=replicas) == pytest.approx(network)
+
+
 def test_gamma_overlaps_compute_and_network() -> None:
     model = StepTimeModel(0.1, 0.01, 0.5, 0.1, 0.2, 0.05, gamma=2.0)
     # T_acc 0.4, T_net 0.2: sqrt(0.16 + 0.04)
@@ -50,6 +69,8 @@ def test_bad_parameters_are_errors() -> None:
         StepTimeModel(0.1, 0.01, 0.5, 0.1, 0.2, 0.05, gamma=11.0)
     with pytest.raises(ValueError, match="alpha_c"):
         StepTimeModel(0.0, 0.01, 0.5, 0.1, 0.2, 0.05, gamma=1.0)
+    with pytest.raises(ValueError, match="widest"):
+        StepTimeModel(0.1, 0.01, 0.5, 0.1, 0.2, 0.05, gamma=1.0, widest=0)
 
 
 def _observed(
@@ -100,3 +121,15 @@ def test_no_multi_node_data_prices_crossing_nodes_above_one_node() -> None:
     fitted = fit(_observed(true, [(1, 1, 16, 0), (1, 1, 64, 0), (1, 2, 32, 0), (1, 4, 32, 0)]))
     assert fitted.alpha_n >= 1.1 * fitted.alpha_r
     assert fitted.beta_n >= 1.1 * fitted.beta_r
+
+
+def test_a_fit_prices_counts_past_the_widest_observed_at_its_network_time() -> None:
+    """Observed up to 6 replicas, the fit does not extrapolate the network's growth: 16 replicas
+    are priced at the network time of 6 until the job has run there."""
+    true = StepTimeModel(0.05, 0.004, 0.3, 0.02, 0.08, 0.01, gamma=1.0)
+    fitted = fit(_observed(true, [(1, 1, 32, 0), (2, 2, 32, 0), (4, 4, 32, 0), (6, 6, 32, 0)]))
+    assert fitted.widest == 6
+    widest = network_seconds(fitted, nodes=6, replicas=6)
+    assert widest > network_seconds(fitted, nodes=4, replicas=4)  # it grows within the range
+    assert network_seconds(fitted, nodes=16, replicas=16) == widest
+    assert network_seconds(true, nodes=16, replicas=16) > 1.5 * widest  # the truth grows on
