@@ -74,8 +74,8 @@ class StepObservation:
 
 
 def network_seconds(model: StepTimeModel, *, nodes: int, replicas: int) -> float:
-    """The synchronisation's own time: none for one replica, else within a node or across, as
-    at the widest count observed past it."""
+    """The synchronisation's own time: none for one replica, else within a node or across;
+    past the model's widest count, as at that count."""
     if replicas <= 1:
         return 0.0
     extra = max(min(replicas, model.widest or replicas) - 2, 0)
