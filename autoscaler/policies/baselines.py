@@ -17,7 +17,7 @@ from autoscaler.policies.contract import (
 )
 from autoscaler.policies.global_optimizer import GPU
 from autoscaler.policies.rounding import ceil_count
-from autoscaler.policies.speedup import current_count, job_curve
+from autoscaler.policies.speedup import current_count, job_curve, smallest
 from autoscaler.policies.throughput_model import EXPLORING, ThroughputModel
 
 
@@ -112,10 +112,6 @@ class LeastAttainedService:
             message = f"{job.attained_seconds:.0f} worker-seconds attained"
             decisions.append(Decision(job.namespace, job.name, count, reason, message))
         return decisions
-
-
-def smallest(job: JobSnapshot) -> int:
-    return job.allowed_replicas[0] if job.allowed_replicas else job.min_replicas
 
 
 def larger(job: JobSnapshot, count: int) -> int | None:

@@ -21,7 +21,7 @@ from datetime import datetime
 import numpy as np
 from pydantic import Field
 
-from autoscaler.policies.baselines import larger, nearest_allowed, smallest
+from autoscaler.policies.baselines import larger, nearest_allowed
 from autoscaler.policies.contract import (
     Decision,
     JobSnapshot,
@@ -38,6 +38,7 @@ from autoscaler.policies.speedup import (
     estimated_samples,
     job_curve,
     remaining_samples,
+    smallest,
 )
 from autoscaler.policies.throughput_model import EXPLORING, ThroughputModel
 

@@ -129,6 +129,11 @@ def current_count(job: JobSnapshot) -> int:
     return min(max(job.replicas, job.min_replicas), job.max_replicas)
 
 
+def smallest(job: JobSnapshot) -> int:
+    """The lowest count the job may run at."""
+    return job.allowed_replicas[0] if job.allowed_replicas else job.min_replicas
+
+
 def curves(snapshot: Snapshot, *, model: ThroughputModel) -> dict[JobKey, JobCurve]:
     return {job.key: job_curve(job, model=model) for job in snapshot.jobs}
 

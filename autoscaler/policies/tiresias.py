@@ -14,9 +14,10 @@ from datetime import datetime
 
 from pydantic import Field, PositiveFloat
 
-from autoscaler.policies.baselines import nearest_allowed, smallest
+from autoscaler.policies.baselines import nearest_allowed
 from autoscaler.policies.contract import Decision, JobSnapshot, PolicyConfig, PolicyPlugin, Snapshot
 from autoscaler.policies.global_optimizer import GPU
+from autoscaler.policies.speedup import smallest
 
 SECONDS_PER_HOUR = 3600.0
 

@@ -53,48 +53,47 @@ def decide(*jobs: JobSnapshot, gpus: float = 4.0) -> dict[str, int]:
 # long: 40,000 samples: E(2) = 20,000 s; held back, 23,615 s.
 # short: 400 samples: E(2) = 200 s, E(4) = 100 + 15 = 115 s.
 #   both at 2:              20,000^-.25 + 200^-.25 = 0.08409 + 0.26591 = 0.35000
-#   long held, short at 4:  23,615^-.25 + 115^-.25 = 0.08067 + 0.30537 = 0.38604  <- best
-@pytest.mark.parametrize(
-    ("preemptible", "expected"),
-    [(False, {"long": 2, "short": 2}), (True, {"long": 0, "short": 4})],
-)
-def test_holding_a_long_job_back_lets_a_short_one_finish_sooner(
-    preemptible: bool, expected: dict[str, int]
-) -> None:
-    assert decide(snap("long", 40_000, preemptible=preemptible), snap("short", 400)) == expected
+#   long held, short at 4:  23,615^-.25 + 115^-.25 = 0.08067 + 0.30537 = 0.38604
+# Holding long would score higher, but both minimums fit, so nobody is made to wait.
+@pytest.mark.parametrize("preemptible", [False, True])
+def test_while_every_minimum_fits_no_job_is_held_back(preemptible: bool) -> None:
+    long = snap("long", 40_000, preemptible=preemptible)
+    assert decide(long, snap("short", 400)) == {"long": 2, "short": 2}
 
 
-# Two jobs of 400 samples (E(2) = 200 s): held back, one finishes in 3,600 + 15 + 200 = 3,815 s.
-#   both at 2:            2 * 200^-.25             = 0.53183  <- best
-#   one held, one at 4:   3,815^-.25 + 115^-.25     = 0.12724 + 0.30537 = 0.43261
 def bounds(max_held_seconds: float) -> EngineBounds:
     """The engine's bounds with its defaults but the starvation bound."""
     settle = SettleConfig(max_held_seconds=max_held_seconds)
     return engine_bounds(settle, interval_seconds=30.0)
 
 
-# With the engine's bounds in the snapshot, a hold is valued at their starvation bound instead of
-# the config's 3,600 s. Held back 300,000 s, long's E = 320,015 s:
-#   long held, short at 4:  320,015^-.25 + 115^-.25 = 0.04232 + 0.30537 = 0.34769 < 0.35000
+# 4 GPUs, three jobs of minimum 2, so one must wait. mid: 4,000 samples, E(2) = 2,000 s.
+# Held back 3,600 s (the config's, or the engine's bound):
+#   long held, mid and short at 2:  23,615^-.25 + 2,000^-.25 + 200^-.25
+#                                   = 0.08067 + 0.14953 + 0.26591 = 0.49612
+#   both held, short at 4:          23,615^-.25 + 5,615^-.25 + 115^-.25
+#                                   = 0.08067 + 0.11552 + 0.30537 = 0.50156  <- best
+# Held back 300,000 s, a hold costs more, so only the one that must wait does:
+#   long held, mid and short at 2:  320,015^-.25 + 0.14953 + 0.26591 = 0.04204 + 0.41544 = 0.45749
+#   both held, short at 4:          320,015^-.25 + 302,015^-.25 + 0.30537 = 0.39007
 @pytest.mark.parametrize(
     ("bound", "expected"),
     [
-        (None, {"long": 0, "short": 4}),
-        (3600.0, {"long": 0, "short": 4}),
-        (300_000.0, {"long": 2, "short": 2}),
+        (None, {"long": 0, "mid": 0, "short": 4}),
+        (3600.0, {"long": 0, "mid": 0, "short": 4}),
+        (300_000.0, {"long": 0, "mid": 2, "short": 2}),
     ],
 )
 def test_a_hold_is_valued_at_the_engines_starvation_bound(
     bound: float | None, expected: dict[str, int]
 ) -> None:
-    jobs = [snap("long", 40_000, preemptible=True), snap("short", 400)]
+    jobs = [
+        snap("long", 40_000, preemptible=True),
+        snap("mid", 4_000, preemptible=True),
+        snap("short", 400),
+    ]
     view = Snapshot(capacity={GPU: 4.0}, jobs=jobs, bounds=None if bound is None else bounds(bound))
     assert {d.name: d.replicas for d in POLICY.decide(view, now=NOW)} == expected
-
-
-def test_no_job_is_held_back_when_sharing_finishes_both_sooner() -> None:
-    a, b = snap("a", 400, preemptible=True), snap("b", 400, preemptible=True)
-    assert decide(a, b) == {"a": 2, "b": 2}
 
 
 # 4 GPUs, three jobs of minimum 2: one must wait. Held back, a 400-sample job loses
@@ -112,12 +111,12 @@ def test_when_the_minimums_do_not_fit_the_longest_preemptible_job_waits() -> Non
     assert decide(*plain) == {"s1": 2, "s2": 2, "l": 2}
 
 
-# A held-back job pays its resume's 15 s once at every count: 'long' waits at 0 (with short
-# at 4: 0.38604, above) rather than resume at 2 (20,015^-.25 + 200^-.25 = 0.08407 + 0.26591 =
-# 0.34999); alone it resumes at its best count, 4 (10,015^-.25 = 0.09996, at 0: 0.08067).
+# A held-back job pays its resume's 15 s once at every count. With a third job of minimum 2 on the
+# 4 GPUs, 'long' waits; alone it resumes at its best count, 4 (10,015^-.25 = 0.09996, held:
+# 23,615^-.25 = 0.08067).
 def test_a_held_back_job_resumes_when_the_room_comes_at_its_best_count() -> None:
     long = snap("long", 40_000, preemptible=True, suspended=True, held_seconds=300.0)
-    assert decide(long, snap("short", 400)) == {"long": 0, "short": 4}
+    assert decide(long, snap("s1", 400), snap("s2", 400)) == {"long": 0, "s1": 2, "s2": 2}
     assert decide(long) == {"long": 4}
 
 
@@ -127,9 +126,10 @@ def test_a_held_back_job_that_may_not_wait_is_resumed_at_least_at_its_minimum() 
 
 
 def test_a_speedup_objective_never_holds_a_job_back() -> None:
+    """Even when the minimums do not fit: every job at its smallest count, overloaded."""
     config = GlobalOptimizerConfig.model_validate({"objective": {"kind": "proportional"}})
     view = Snapshot(
-        capacity={GPU: 4.0},
+        capacity={GPU: 3.0},
         jobs=[snap("long", 40_000, preemptible=True), snap("short", 400, preemptible=True)],
     )
     counts = {d.name: d.replicas for d in GlobalOptimizer(config).decide(view, now=NOW)}

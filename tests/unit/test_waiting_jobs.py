@@ -192,8 +192,9 @@ def decide(*jobs: JobSnapshot, gpus: float) -> dict[str, tuple[int, str]]:
 #               long first:  20,015^-.25 + (3,600 + 15 + 200)^-.25 = 0.0841 + 0.1272 = 0.2113.
 # Room for 6: both start, short at 4: 115^-.25 + 20,015^-.25 = 0.3054 + 0.0841 = 0.3895, above
 #   holding long (0.3861) and 3 + 3 (148^-.25 + 13,348^-.25 = 0.2882 + 0.0929 = 0.3811).
-# A running short job and a waiting long one, 4 GPUs: the short at 4 and the long held,
-#   115^-.25 + 23,615^-.25 = 0.3861, beats both at 2, 200^-.25 + 20,015^-.25 = 0.3500.
+# A running short job and a waiting long one, 4 GPUs: both minimums fit, so both start at 2
+#   (holding long, 115^-.25 + 23,615^-.25 = 0.3861, would beat 200^-.25 + 20,015^-.25 = 0.3500,
+#   but a job waits only when the minimums do not fit).
 @pytest.mark.parametrize(
     ("jobs", "gpus", "expected"),
     [
@@ -202,7 +203,7 @@ def decide(*jobs: JobSnapshot, gpus: float) -> dict[str, tuple[int, str]]:
         ((waiting_snap("long", 40_000), waiting_snap("short", 400)), 6.0,
          {"long": 2, "short": 4}),
         ((waiting_snap("long", 40_000), running_snap("short", 400)), 4.0,
-         {"long": 0, "short": 4}),
+         {"long": 2, "short": 2}),
         ((waiting_snap("short", 400),), 4.0, {"short": 4}),
     ],
 )  # fmt: skip
