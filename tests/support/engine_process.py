@@ -16,6 +16,10 @@ import yaml
 from tests.support.polling import wait_for
 from tests.support.processes import free_port, http_get, log_tail, start_process, stop_process
 
+# Prometheus's default scrape timeout: 2 s once ran out on a loaded 2-core machine
+# (test_faults_policy's leaking policy).
+SCRAPE_TIMEOUT_SECONDS = 10.0
+
 # client-go's lease and renew deadline: training processes saturate both cores for seconds at a
 # time, and a process that gives up its lease after a 2 s stall takes every later e2e test with it.
 LEASE_FLAGS = ("--lease-duration", "15", "--renew-deadline", "10", "--retry-period", "0.5")
@@ -40,7 +44,7 @@ class ServiceProcess:
         return f"127.0.0.1:{self.port}"
 
     def get(self, path: str) -> tuple[int, str]:
-        return http_get(f"http://{self.target}{path}")
+        return http_get(f"http://{self.target}{path}", timeout=SCRAPE_TIMEOUT_SECONDS)
 
     def serves(self) -> bool:
         try:
