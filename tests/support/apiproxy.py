@@ -120,7 +120,8 @@ class ApiProxy:
         *,
         when: Literal["before", "after"],
     ) -> threading.Event:
-        """SIGKILL `process` at the first request `match`es; the event is set once it did."""
+        """SIGKILL `process` at the first request `match`es ("after": the first the server
+        carried out, answered 2xx); the event is set once it did."""
         kill = _Kill(match, when, process, threading.Event())
         with self._lock:
             self._kills.append(kill)
@@ -227,6 +228,7 @@ class ApiProxy:
                     self._healed.wait()
                     return
                 self._log(Exchange(method, path, query, arrived, status, answered, _json(body)))
+                kill = self._carried_out(kill, status)
                 if kill is not None:  # "after": the server did it; the process never hears
                     self._fire(kill)
                     return
@@ -260,6 +262,14 @@ class ApiProxy:
                 if not kill.fired.is_set() and kill.match(method, path):
                     self._kills.remove(kill)
                     return kill
+        return None
+
+    def _carried_out(self, kill: _Kill | None, status: int) -> _Kill | None:
+        """`kill` if the server did the request; a refused one (a 409: nothing done) re-arms it."""
+        if kill is None or 200 <= status < 300:
+            return kill
+        with self._lock:
+            self._kills.append(kill)
         return None
 
     def _interfere(self, method: str, path: str) -> None:
