@@ -2,7 +2,7 @@
 
 - a job's JCT >= iterations / its best rate: alone on the cluster from its arrival, at its best
   count in [min_replicas, max_replicas] within the cluster's GPUs, never restarted
-  (`results.lower_bound`);
+  (`results.lower_bound`; with goodput, epoch by epoch: `goodput.alone_seconds`);
 - mean and p95 JCT >= the mean and the nearest-rank p95 of those per-job bounds (the k-th smallest
   JCT is at least the k-th smallest bound, since every JCT is at least its own bound);
 - makespan >= the larger of: the last (arrival + job bound), and the cluster's GPUs busy with the
@@ -30,6 +30,12 @@ class LowerBound:
     makespan: float
 
 
+def tightest(bound: float | None, name: str, alone: Mapping[str, float] | None) -> float | None:
+    """The larger of a job's profile bound and its bound in `alone`, if it has one there."""
+    given = (alone or {}).get(name)
+    return bound if bound is None or given is None else max(bound, given)
+
+
 def least_gpu_seconds(job: WorkloadJob, profile: Profile, *, total_gpus: int) -> float | None:
     """The GPU-time of the job at its most GPU-efficient allowed count (None: it cannot run)."""
     best = 0.0  # iterations/s per GPU
@@ -47,14 +53,16 @@ def workload_bound(
     *,
     total_gpus: int,
     rejected: Collection[str] = (),
+    alone: Mapping[str, float] | None = None,
 ) -> LowerBound:
-    """The bounds of the jobs not in `rejected` on a cluster of `total_gpus` GPUs."""
+    """The bounds of the jobs not in `rejected` on a cluster of `total_gpus` GPUs; `alone`: a
+    tighter JCT bound of some jobs than their profile gives (goodput's, by epoch)."""
     runnable = [job for job in workload if job.name not in rejected]
     bounds: dict[str, float] = {}
     work: list[tuple[float, float]] = []  # (arrival, least GPU-seconds)
     for job in runnable:
         profile = profiles[job.profile]
-        bound = lower_bound(job, profile, total_gpus=total_gpus)
+        bound = tightest(lower_bound(job, profile, total_gpus=total_gpus), job.name, alone)
         gpu_seconds = least_gpu_seconds(job, profile, total_gpus=total_gpus)
         if bound is not None and gpu_seconds is not None:
             bounds[job.name] = bound

@@ -150,8 +150,11 @@ def compare(
     )
     first = runs[choices[0].name].result
     rejected = {job.name for job in first.jobs if job.status == "rejected"}
-    bound = workload_bound(jobs, loaded, total_gpus=settings.gpus, rejected=rejected)
-    relaxed = lp_bound(jobs, loaded, total_gpus=settings.gpus, rejected=frozenset(rejected))
+    alone = goodput.alone_seconds(total_gpus=settings.gpus) if goodput is not None else None
+    bound = workload_bound(jobs, loaded, total_gpus=settings.gpus, rejected=rejected, alone=alone)
+    relaxed = lp_bound(
+        jobs, loaded, total_gpus=settings.gpus, rejected=frozenset(rejected), alone=alone
+    )
     torchft = None
     if torchft_effect and not settings.torchft:
         every = replace(settings, torchft=True)

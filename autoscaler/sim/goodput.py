@@ -264,6 +264,32 @@ def split_rates(
     )
 
 
+def alone_seconds(
+    application: Application,
+    job: WorkloadJob,
+    *,
+    batches: Sequence[int | None],
+    total_gpus: int,
+) -> float | None:
+    """The job's JCT alone on the cluster from its arrival, never restarted, each epoch's work
+    at the best rate of any count, any of `batches` (None: the batch goodput picks) and any
+    epoch up to it: a run keeps the rate of the epoch its round began in, so a later epoch may
+    be trained at an earlier one's. No run at those batches finishes it sooner; a profile of the
+    best rate over all epochs prices the early, slower epochs too fast. None: it cannot run."""
+    most = min(job.max_replicas, total_gpus // job.gpus_per_replica)
+    if most < job.min_replicas:
+        return None
+    seconds, start, best = 0.0, 0.0, 0.0
+    for epoch, end in enumerate(application.epoch_ends):
+        for batch in batches:
+            best = max(best, *rates(application, epoch, most, batch)[job.min_replicas :])
+        if best <= 0:
+            return None
+        seconds += (end - start) / best
+        start = end
+    return seconds
+
+
 @dataclass(frozen=True)
 class GoodputJob:
     """How one simulated job progresses: its application and its batch (None = adapting)."""
@@ -274,6 +300,10 @@ class GoodputJob:
     def rates(self, progress: float, max_replicas: int) -> tuple[float, ...]:
         return rates(self.application, self.application.epoch(progress), max_replicas, self.batch)
 
+    def alone_seconds(self, job: WorkloadJob, *, total_gpus: int) -> float | None:
+        """`alone_seconds` at the batch this job runs at."""
+        return alone_seconds(self.application, job, batches=(self.batch,), total_gpus=total_gpus)
+
     def split_rates(self, progress: float, max_replicas: int) -> tuple[float, ...]:
         epoch = self.application.epoch(progress)
         return split_rates(self.application, epoch, max_replicas, self.batch)
@@ -282,7 +312,7 @@ class GoodputJob:
 @dataclass(frozen=True)
 class GoodputWorkload:
     """A Pollux workload with goodput: work in iterations at B0 and, per application, a profile of
-    the best rate over its epochs (so each-job-alone and LP bounds stay lower bounds)."""
+    the best rate over its epochs (so the LP bound's curves stay above every epoch's)."""
 
     jobs: tuple[WorkloadJob, ...]
     profiles: Mapping[str, Profile]
@@ -294,6 +324,20 @@ class GoodputWorkload:
             name: GoodputJob(app, None if adapting else self.batches[name])
             for name, app in self.applications.items()
         }
+
+    def alone_seconds(self, *, total_gpus: int) -> dict[str, float]:
+        """Each job's `alone_seconds` adapting or at its workload's batch, whichever is faster in
+        each epoch: a JCT no policy of the lineup beats (the jobs that cannot run left out)."""
+        found = {
+            job.name: alone_seconds(
+                self.applications[job.name],
+                job,
+                batches=(None, self.batches[job.name]),
+                total_gpus=total_gpus,
+            )
+            for job in self.jobs
+        }
+        return {name: seconds for name, seconds in found.items() if seconds is not None}
 
 
 def _best_profile(application: Application, batches: Sequence[int]) -> Profile:

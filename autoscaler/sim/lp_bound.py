@@ -8,7 +8,7 @@ the origin (any count may be time-shared within a slot, GPUs are fractional, nod
 modelled, no rescale costs anything, every arrival is known in advance): `G >= h(rate) x
 duration` with `h` the hull's inverse, a convex piecewise-linear function. A job's completion
 is at least its mean busy time plus half its shortest run, and the mean busy time at least
-`sum_t x[j,t] x start_t`; its JCT is also at least its time alone (`results.lower_bound`). The
+`sum_t x[j,t] x start_t`; its JCT is also at least its time alone (`bounds.workload_bound`'s). The
 LP (HiGHS through `scipy.optimize.linprog`) minimises the sum of these JCT bounds. Every
 schedule the simulator can run is feasible in it, so its optimum never exceeds any policy's mean
 JCT; a finer slot (halved) only raises it, since every fine solution is a coarse one no worse.
@@ -23,6 +23,7 @@ import numpy.typing as npt
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
+from autoscaler.sim.bounds import tightest
 from autoscaler.sim.profiles import Profile
 from autoscaler.sim.results import lower_bound
 from autoscaler.sim.workload import WorkloadJob
@@ -65,17 +66,19 @@ def _turns_up(a: tuple[float, float], b: tuple[float, float], c: tuple[float, fl
     return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0]) >= 0
 
 
-def _job(job: WorkloadJob, profile: Profile, *, total_gpus: int) -> _Job | None:
+def _job(
+    job: WorkloadJob, profile: Profile, *, total_gpus: int, alone: Mapping[str, float] | None
+) -> _Job | None:
     points = []
     for count in range(job.min_replicas, job.max_replicas + 1):
         gpus = count * job.gpus_per_replica
         rate = profile.throughput(job.batch_size, count, job.gpus_per_replica)
         if gpus <= total_gpus and rate > 0:
             points.append((float(gpus), rate))
-    alone = lower_bound(job, profile, total_gpus=total_gpus)
-    if not points or alone is None:
+    floor = tightest(lower_bound(job, profile, total_gpus=total_gpus), job.name, alone)
+    if not points or floor is None:
         return None
-    return _Job(job.submit_time, float(job.iterations), alone, hull(points))
+    return _Job(job.submit_time, float(job.iterations), floor, hull(points))
 
 
 def slot_starts(*, first: float, horizon: float, slot_seconds: float) -> Floats:
@@ -85,17 +88,27 @@ def slot_starts(*, first: float, horizon: float, slot_seconds: float) -> Floats:
 
 
 def default_slot_seconds(
-    workload: Sequence[WorkloadJob], profiles: Mapping[str, Profile], *, total_gpus: int
+    workload: Sequence[WorkloadJob],
+    profiles: Mapping[str, Profile],
+    *,
+    total_gpus: int,
+    alone: Mapping[str, float] | None = None,
 ) -> float:
     """The horizon (HORIZON_FACTOR x the work bound on the makespan) over DEFAULT_SLOTS."""
-    jobs = _jobs(workload, profiles, total_gpus=total_gpus)
+    jobs = _jobs(workload, profiles, total_gpus=total_gpus, alone=alone)
     return _horizon(jobs, total_gpus=total_gpus) / DEFAULT_SLOTS if jobs else 1.0
 
 
 def _jobs(
-    workload: Sequence[WorkloadJob], profiles: Mapping[str, Profile], *, total_gpus: int
+    workload: Sequence[WorkloadJob],
+    profiles: Mapping[str, Profile],
+    *,
+    total_gpus: int,
+    alone: Mapping[str, float] | None,
 ) -> list[_Job]:
-    found = (_job(job, profiles[job.profile], total_gpus=total_gpus) for job in workload)
+    found = (
+        _job(job, profiles[job.profile], total_gpus=total_gpus, alone=alone) for job in workload
+    )
     return [job for job in found if job is not None]
 
 
@@ -114,11 +127,15 @@ def lp_bound(
     total_gpus: int,
     slot_seconds: float | None = None,
     rejected: frozenset[str] = frozenset(),
+    alone: Mapping[str, float] | None = None,
 ) -> LpBound:
-    """The LP's mean JCT bound over the runnable jobs (those not in `rejected`)."""
+    """The LP's mean JCT bound over the runnable jobs (those not in `rejected`); `alone`: a
+    tighter JCT floor of some jobs than their profile gives (`bounds.workload_bound`'s)."""
     runnable = [job for job in workload if job.name not in rejected]
-    jobs = _jobs(runnable, profiles, total_gpus=total_gpus)
-    slot = slot_seconds or default_slot_seconds(runnable, profiles, total_gpus=total_gpus)
+    jobs = _jobs(runnable, profiles, total_gpus=total_gpus, alone=alone)
+    slot = slot_seconds or default_slot_seconds(
+        runnable, profiles, total_gpus=total_gpus, alone=alone
+    )
     if not jobs:
         return LpBound(None, slot, 0)
     first = min(job.arrival for job in jobs)

@@ -235,7 +235,10 @@ class Simulation:
 
     def _job_result(self, job: SimJob) -> JobResult:
         spec = job.spec
-        bound = lower_bound(spec, self.profiles[spec.profile], total_gpus=self.state.total_gpus)
+        gpus, model = self.state.total_gpus, self.goodput.get(spec.name)
+        bound = lower_bound(spec, self.profiles[spec.profile], total_gpus=gpus)
+        if model is not None and bound is not None:
+            bound = max(bound, model.alone_seconds(spec, total_gpus=gpus) or 0.0)
         return JobResult(
             name=spec.name,
             profile=spec.profile,

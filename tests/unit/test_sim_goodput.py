@@ -10,7 +10,13 @@ import pytest
 from autoscaler.goodput.step_time import step_seconds
 from autoscaler.sim import SimConfig, compare
 from autoscaler.sim.errors import SimInputError
-from autoscaler.sim.goodput import goodput_workload, load_application, rates, split_rates
+from autoscaler.sim.goodput import (
+    alone_seconds,
+    goodput_workload,
+    load_application,
+    rates,
+    split_rates,
+)
 from autoscaler.sim.lineup import PolicyChoice
 from autoscaler.sim.pollux import load_pollux_profiles
 from autoscaler.sim.workload import WorkloadJob
@@ -86,6 +92,43 @@ def test_a_simulated_run_finishes_every_job_above_the_lp_bound() -> None:
         assert (run.result.mean_jct or math.inf) >= (comparison.lp_bound.mean_jct or 0.0)
     adaptive, fixed = (comparison.runs[n].result.mean_jct for n in ("static", "static-fixed"))
     assert adaptive != fixed
+
+
+def test_a_job_alone_is_bounded_epoch_by_epoch_at_the_best_rate_so_far() -> None:
+    """By hand: each epoch's work over the best rate of any count and batch in it or before."""
+    job = dataclasses.replace(_jobs()[0], min_replicas=2, max_replicas=8)
+    best, expected, start = 0.0, 0.0, 0.0
+    for epoch, end in enumerate(CIFAR.epoch_ends):
+        for batch in (None, 2048):
+            best = max(best, *rates(CIFAR, epoch, 8, batch)[2:])
+        expected += (end - start) / best
+        start = end
+    found = alone_seconds(CIFAR, job, batches=(None, 2048), total_gpus=64)
+    assert found == pytest.approx(expected)
+    # Tighter than the profile of the best rate over all epochs, and capped by the cluster.
+    profile = goodput_workload(_jobs(), load_pollux_profiles(TRACES)).profiles["cifar10"]
+    assert found > CIFAR.work / profile.throughput(128, 8, 1)
+    assert alone_seconds(CIFAR, job, batches=(None,), total_gpus=4) > found
+    assert alone_seconds(CIFAR, job, batches=(None,), total_gpus=1) is None
+
+
+def test_every_run_and_the_bounds_price_a_job_alone_epoch_by_epoch() -> None:
+    """The comparison's bounds and each run's own hold every job's JCT, and are the goodput
+    ones: the workload's over both batches, a run's at the batch it runs at."""
+    config = SimConfig(gpus=16, gpus_per_node=4, restart_seconds=30.0, goodput=True)
+    comparison = compare(
+        workload=_jobs(),
+        profiles=load_pollux_profiles(TRACES),
+        config=config,
+        policies=["static", PolicyChoice("static-fixed", "static", adapts_batch=False)],
+    )
+    workload = goodput_workload(_jobs(), load_pollux_profiles(TRACES))
+    assert comparison.lower_bound.jobs == pytest.approx(workload.alone_seconds(total_gpus=16))
+    for run in comparison.runs.values():
+        for job in run.result.jobs:
+            assert job.lower_bound is not None
+            assert job.jct is not None
+            assert comparison.lower_bound.jobs[job.name] <= job.lower_bound <= job.jct
 
 
 def test_goodput_needs_pollux_traces() -> None:
