@@ -79,7 +79,9 @@ def test_a_goodput_workload_is_in_iterations_at_the_base_batch() -> None:
         assert best.throughput(128, 8, 1) >= CIFAR.fixed_rate(2048, 8, epoch) - 1e-9
 
 
-def test_a_simulated_run_finishes_every_job_above_the_lp_bound() -> None:
+def test_a_simulated_run_finishes_every_job_above_its_bounds() -> None:
+    """The LP bound, the comparison's bound of each job alone (goodput's, epoch by epoch, over
+    both batches) and each run's own (at the batch it runs at) hold every JCT."""
     config = SimConfig(gpus=16, gpus_per_node=4, restart_seconds=30.0, goodput=True)
     comparison = compare(
         workload=_jobs(),
@@ -87,9 +89,15 @@ def test_a_simulated_run_finishes_every_job_above_the_lp_bound() -> None:
         config=config,
         policies=["static", PolicyChoice("static-fixed", "static", adapts_batch=False)],
     )
+    workload = goodput_workload(_jobs(), load_pollux_profiles(TRACES))
+    assert comparison.lower_bound.jobs == pytest.approx(workload.alone_seconds(total_gpus=16))
     for run in comparison.runs.values():
         assert all(job.status == "finished" for job in run.result.jobs)
         assert (run.result.mean_jct or math.inf) >= (comparison.lp_bound.mean_jct or 0.0)
+        for job in run.result.jobs:
+            assert job.lower_bound is not None
+            assert job.jct is not None
+            assert comparison.lower_bound.jobs[job.name] <= job.lower_bound <= job.jct
     adaptive, fixed = (comparison.runs[n].result.mean_jct for n in ("static", "static-fixed"))
     assert adaptive != fixed
 
@@ -110,25 +118,6 @@ def test_a_job_alone_is_bounded_epoch_by_epoch_at_the_best_rate_so_far() -> None
     assert found > CIFAR.work / profile.throughput(128, 8, 1)
     assert alone_seconds(CIFAR, job, batches=(None,), total_gpus=4) > found
     assert alone_seconds(CIFAR, job, batches=(None,), total_gpus=1) is None
-
-
-def test_every_run_and_the_bounds_price_a_job_alone_epoch_by_epoch() -> None:
-    """The comparison's bounds and each run's own hold every job's JCT, and are the goodput
-    ones: the workload's over both batches, a run's at the batch it runs at."""
-    config = SimConfig(gpus=16, gpus_per_node=4, restart_seconds=30.0, goodput=True)
-    comparison = compare(
-        workload=_jobs(),
-        profiles=load_pollux_profiles(TRACES),
-        config=config,
-        policies=["static", PolicyChoice("static-fixed", "static", adapts_batch=False)],
-    )
-    workload = goodput_workload(_jobs(), load_pollux_profiles(TRACES))
-    assert comparison.lower_bound.jobs == pytest.approx(workload.alone_seconds(total_gpus=16))
-    for run in comparison.runs.values():
-        for job in run.result.jobs:
-            assert job.lower_bound is not None
-            assert job.jct is not None
-            assert comparison.lower_bound.jobs[job.name] <= job.lower_bound <= job.jct
 
 
 def test_goodput_needs_pollux_traces() -> None:
