@@ -244,7 +244,10 @@ def requeued_after_a_resize(cluster: Cluster, kube: Kube, uid: str) -> None:
     workload = wait_for(readmitted, what="a new Workload for 3 workers, admitted")
     assert [podset["count"] for podset in workload["spec"]["podSets"]] == [3]
     assert {"Stopped", "DeletedWorkload"} <= set(cluster.events("queued"))
-    assert cluster.events("queued").count("PyTorchJobSuspended") == 2  # created, then stopped
+    wait_for(  # created, then stopped; the operator sends its Events off the reconcile path
+        lambda: cluster.events("queued").count("PyTorchJobSuspended") == 2,
+        what="the operator's second PyTorchJobSuspended Event",
+    )
     cluster.wait_pods("queued", {f"queued-worker-{i}" for i in range(3)})
 
 
