@@ -30,9 +30,9 @@ class LowerBound:
     makespan: float
 
 
-def tightest(bound: float | None, name: str, alone: Mapping[str, float] | None) -> float | None:
-    """The larger of a job's profile bound and its bound in `alone`, if it has one there."""
-    given = (alone or {}).get(name)
+def tightest(bound: float | None, given: float | None) -> float | None:
+    """The larger of a job's profile bound and a tighter one `given` (goodput's), if any; None
+    while the profile says it cannot run."""
     return bound if bound is None or given is None else max(bound, given)
 
 
@@ -62,7 +62,8 @@ def workload_bound(
     work: list[tuple[float, float]] = []  # (arrival, least GPU-seconds)
     for job in runnable:
         profile = profiles[job.profile]
-        bound = tightest(lower_bound(job, profile, total_gpus=total_gpus), job.name, alone)
+        given = (alone or {}).get(job.name)
+        bound = tightest(lower_bound(job, profile, total_gpus=total_gpus), given)
         gpu_seconds = least_gpu_seconds(job, profile, total_gpus=total_gpus)
         if bound is not None and gpu_seconds is not None:
             bounds[job.name] = bound

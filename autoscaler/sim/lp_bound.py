@@ -75,7 +75,8 @@ def _job(
         rate = profile.throughput(job.batch_size, count, job.gpus_per_replica)
         if gpus <= total_gpus and rate > 0:
             points.append((float(gpus), rate))
-    floor = tightest(lower_bound(job, profile, total_gpus=total_gpus), job.name, alone)
+    given = (alone or {}).get(job.name)
+    floor = tightest(lower_bound(job, profile, total_gpus=total_gpus), given)
     if not points or floor is None:
         return None
     return _Job(job.submit_time, float(job.iterations), floor, hull(points))
@@ -95,7 +96,10 @@ def default_slot_seconds(
     alone: Mapping[str, float] | None = None,
 ) -> float:
     """The horizon (HORIZON_FACTOR x the work bound on the makespan) over DEFAULT_SLOTS."""
-    jobs = _jobs(workload, profiles, total_gpus=total_gpus, alone=alone)
+    return _slot_seconds(_jobs(workload, profiles, total_gpus=total_gpus, alone=alone), total_gpus)
+
+
+def _slot_seconds(jobs: Sequence[_Job], total_gpus: int) -> float:
     return _horizon(jobs, total_gpus=total_gpus) / DEFAULT_SLOTS if jobs else 1.0
 
 
@@ -133,9 +137,7 @@ def lp_bound(
     tighter JCT floor of some jobs than their profile gives (`bounds.workload_bound`'s)."""
     runnable = [job for job in workload if job.name not in rejected]
     jobs = _jobs(runnable, profiles, total_gpus=total_gpus, alone=alone)
-    slot = slot_seconds or default_slot_seconds(
-        runnable, profiles, total_gpus=total_gpus, alone=alone
-    )
+    slot = slot_seconds or _slot_seconds(jobs, total_gpus)
     if not jobs:
         return LpBound(None, slot, 0)
     first = min(job.arrival for job in jobs)

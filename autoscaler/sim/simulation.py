@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 
 from autoscaler.engine.config import WaitingPrior
 from autoscaler.fault_tolerance import RESIZE_PAUSE_SECONDS
+from autoscaler.sim.bounds import tightest
 from autoscaler.sim.cluster import SimCluster, SimThroughput
 from autoscaler.sim.errors import SimInputError
 from autoscaler.sim.goodput import GoodputJob
@@ -236,9 +237,8 @@ class Simulation:
     def _job_result(self, job: SimJob) -> JobResult:
         spec = job.spec
         gpus, model = self.state.total_gpus, self.goodput.get(spec.name)
-        bound = lower_bound(spec, self.profiles[spec.profile], total_gpus=gpus)
-        if model is not None and bound is not None:
-            bound = max(bound, model.alone_seconds(spec, total_gpus=gpus) or 0.0)
+        given = None if model is None else model.alone_seconds(spec, total_gpus=gpus)
+        bound = tightest(lower_bound(spec, self.profiles[spec.profile], total_gpus=gpus), given)
         return JobResult(
             name=spec.name,
             profile=spec.profile,
