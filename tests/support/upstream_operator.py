@@ -128,6 +128,7 @@ class UpstreamOperator:
         for check, what in (
             (self._mount_certificate, f"the manager to write its certificate into {SECRET}"),
             (self.ready, "the manager's /readyz (certificates ready, webhook serving)"),
+            (self._validators_registered, "the manager's validators for its schemes"),
         ):
             wait_until(
                 check, timeout=timeout, interval=0.2, what=what, log_path=self.log, proc=self._proc
@@ -152,6 +153,26 @@ class UpstreamOperator:
             return http_get(f"http://127.0.0.1:{self.probe_port}/readyz")[0] == 200
         except OSError:
             return False
+
+    def _validators_registered(self) -> bool:
+        """Its /readyz passes before it registers the validators (`setupControllers` in its
+        cmd/training-operator.v1/main.go does that after the certificates, in a goroutine), and an
+        unregistered path answers 404, which kube-apiserver reports as a failed webhook call."""
+        try:
+            return all(
+                http_get(f"https://127.0.0.1:{self.webhook_port}{path}")[0] != 404
+                for path in self._validator_paths()
+            )
+        except OSError:
+            return False
+
+    def _validator_paths(self) -> list[str]:
+        hooks = self._webhook_configuration()["webhooks"]
+        return [
+            hook["clientConfig"]["service"]["path"]
+            for hook in hooks
+            if any(f".{scheme}." in hook["name"] for scheme in self.schemes)
+        ]
 
     def metrics(self) -> str:
         return http_get(f"http://127.0.0.1:{self.metrics_port}/metrics")[1]
