@@ -101,7 +101,9 @@ class LeastAttainedService:
             smallest(job) * size[job.key] for job in snapshot.jobs
         )
         decisions = []
-        for job in sorted(snapshot.jobs, key=lambda j: (j.attained_seconds, -j.age_seconds)):
+        for job in sorted(
+            snapshot.jobs, key=lambda j: (j.attained_seconds, -(j.age_seconds or 0.0))
+        ):
             asked = nearest_allowed(job, min(job.requested_replicas or job.replicas,
                                              job.max_replicas))  # fmt: skip
             extra = (asked - smallest(job)) * size[job.key]

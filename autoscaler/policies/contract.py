@@ -97,8 +97,10 @@ class JobSnapshot(BaseModel):
         default_factory=dict,
         description="seconds since each count's throughput was last observed (absent = fresh)",
     )
-    age_seconds: NonNegativeFloat = Field(
-        default=0.0, description="seconds since the job was created"
+    age_seconds: NonNegativeFloat | None = Field(
+        default=None,
+        description="seconds since the job was created; None when unknown (a rule that needs it,"
+        " such as Pollux's restart factor, is then not applied)",
     )
     seconds_since_rescale: NonNegativeFloat | None = Field(
         default=None, description="None when the job was never rescaled"

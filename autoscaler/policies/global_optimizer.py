@@ -71,7 +71,8 @@ class GlobalOptimizerConfig(PolicyConfig):
         description="with an objective over speedups, what share of a new count's speedup a"
         " rescale leaves: `horizon`, 1 - restart / horizon; `age`, Pollux's restart factor"
         " max(age - rescales x restart, 0) / (age + restart), so a job rescaled often for its"
-        " age is rescaled less (Qiao et al., OSDI'21, and its artifact's `pollux.py`)",
+        " age is rescaled less (Qiao et al., OSDI'21, and its artifact's `pollux.py`); 1 for a"
+        " job whose snapshot gives no age",
     )
     hold_seconds: PositiveFloat = Field(
         default=3600.0,
@@ -243,7 +244,7 @@ class GlobalOptimizer:
         """The share of a new count's speedup left after its rescale (`restart_discount`)."""
         if self.config.restart_discount == "horizon":
             return max(0.0, 1.0 - restart / self.config.horizon_seconds)
-        if restart == 0:
+        if restart == 0 or job.age_seconds is None:  # no age given: nothing to discount by
             return 1.0
         return max(0.0, job.age_seconds - job.rescales * restart) / (job.age_seconds + restart)
 

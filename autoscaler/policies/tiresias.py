@@ -46,7 +46,7 @@ class Tiresias:
                 for job in snapshot.jobs}  # fmt: skip
         free -= sum(smallest(job) * size[job.key] for job in held)
         decisions = []
-        for job in sorted(snapshot.jobs, key=lambda j: (self._queue(j), -j.age_seconds)):
+        for job in sorted(snapshot.jobs, key=lambda j: (self._queue(j), -(j.age_seconds or 0.0))):
             asked = nearest_allowed(job, min(job.requested_replicas or job.replicas,
                                              job.max_replicas))  # fmt: skip
             floor = 0 if job.preemptible else smallest(job)

@@ -81,7 +81,7 @@ def jobs(draw: st.DrawFn, name: str) -> JobSnapshot:
         restart_seconds=draw(st.none() | st.floats(0.0, 900.0)),
         remaining_samples=draw(st.none() | st.floats(0.0, 1e9)),
         attained_seconds=draw(st.floats(0.0, 1e5)),
-        age_seconds=draw(st.floats(0.0, 1e5)),
+        age_seconds=draw(st.none() | st.floats(0.0, 1e5)),
         rescales=draw(st.integers(0, 50)),
         allowed_replicas=draw(st.none() | allowed.map(lambda counts: tuple(sorted(counts)))),
     )
@@ -159,8 +159,9 @@ def job_values(
         if config.restart_discount == "horizon":
             kept = max(0.0, 1.0 - restart / config.horizon_seconds)
         else:  # Pollux's restart factor
-            lived = job.age_seconds - job.rescales * restart
-            kept = 1.0 if restart == 0 else max(0.0, lived) / (job.age_seconds + restart)
+            age = job.age_seconds
+            lived = 0.0 if age is None else age - job.rescales * restart
+            kept = 1.0 if restart == 0 or age is None else max(0.0, lived) / (age + restart)
         factors = np.full(len(curve.throughput), kept)
         factors[current] = 1.0
         values = utility(objective, np.nan_to_num(speedup, nan=0.0) * factors, weight=weight)
@@ -232,12 +233,14 @@ DISCOUNTS = [
     ("age", 100.0, 3, 2),  # Pollux: (100 - 3 x 30) / (100 + 30) of it is not
     ("age", 100.0, 0, 4),  # ... unless it was never rescaled
     ("age", 10_000.0, 3, 4),  # ... or has lived long enough for three restarts
+    ("age", 0.0, 0, 2),  # a job just created would spend all its life restarting
+    ("age", None, 3, 4),  # no age in the snapshot: no discount, not a frozen job
 ]
 
 
 @pytest.mark.parametrize(("discount", "age", "rescales", "count"), DISCOUNTS)
 def test_pollux_restart_factor_keeps_a_job_rescaled_often_for_its_age(
-    discount: Literal["horizon", "age"], age: float, rescales: int, count: int
+    discount: Literal["horizon", "age"], age: float | None, rescales: int, count: int
 ) -> None:
     job = JobSnapshot(
         namespace="ns",
