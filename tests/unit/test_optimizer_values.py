@@ -160,8 +160,10 @@ def job_values(
             kept = max(0.0, 1.0 - restart / config.horizon_seconds)
         else:  # Pollux's restart factor
             age = job.age_seconds
-            lived = 0.0 if age is None else age - job.rescales * restart
-            kept = 1.0 if restart == 0 or age is None else max(0.0, lived) / (age + restart)
+            if restart == 0 or age is None:
+                kept = 1.0
+            else:
+                kept = max(0.0, age - job.rescales * restart) / (age + restart)
         factors = np.full(len(curve.throughput), kept)
         factors[current] = 1.0
         values = utility(objective, np.nan_to_num(speedup, nan=0.0) * factors, weight=weight)
