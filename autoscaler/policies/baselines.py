@@ -101,9 +101,7 @@ class LeastAttainedService:
             smallest(job) * size[job.key] for job in snapshot.jobs
         )
         decisions = []
-        for job in sorted(
-            snapshot.jobs, key=lambda j: (j.attained_seconds, -(j.age_seconds or 0.0))
-        ):
+        for job in sorted(snapshot.jobs, key=lambda j: (j.attained_seconds, older_first(j))):
             asked = nearest_allowed(job, min(job.requested_replicas or job.replicas,
                                              job.max_replicas))  # fmt: skip
             extra = (asked - smallest(job)) * size[job.key]
@@ -119,6 +117,11 @@ class LeastAttainedService:
 def larger(job: JobSnapshot, count: int) -> int | None:
     """The next count the job may run at above `count`, if any."""
     return next((n for n in range(count + 1, job.max_replicas + 1) if job.allows(n)), None)
+
+
+def older_first(job: JobSnapshot) -> float:
+    """A sort key that puts older jobs first; a job whose age is unknown sorts as just created."""
+    return -(job.age_seconds or 0.0)
 
 
 def nearest_allowed(job: JobSnapshot, count: int) -> int:

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from pydantic import Field, PositiveFloat
 
-from autoscaler.policies.baselines import nearest_allowed
+from autoscaler.policies.baselines import nearest_allowed, older_first
 from autoscaler.policies.contract import Decision, JobSnapshot, PolicyConfig, PolicyPlugin, Snapshot
 from autoscaler.policies.global_optimizer import GPU
 from autoscaler.policies.speedup import smallest
@@ -46,7 +46,7 @@ class Tiresias:
                 for job in snapshot.jobs}  # fmt: skip
         free -= sum(smallest(job) * size[job.key] for job in held)
         decisions = []
-        for job in sorted(snapshot.jobs, key=lambda j: (self._queue(j), -(j.age_seconds or 0.0))):
+        for job in sorted(snapshot.jobs, key=lambda j: (self._queue(j), older_first(j))):
             asked = nearest_allowed(job, min(job.requested_replicas or job.replicas,
                                              job.max_replicas))  # fmt: skip
             floor = 0 if job.preemptible else smallest(job)

@@ -27,6 +27,7 @@ import fcntl
 import shutil
 import subprocess
 from contextlib import suppress
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -128,7 +129,10 @@ class UpstreamOperator:
         for check, what in (
             (self._mount_certificate, f"the manager to write its certificate into {SECRET}"),
             (self.ready, "the manager's /readyz (certificates ready, webhook serving)"),
-            (self._validators_registered, "the manager's validators for its schemes"),
+            (
+                partial(self._serving, self._validator_paths()),
+                "the manager's validators for its schemes",
+            ),
         ):
             wait_until(
                 check, timeout=timeout, interval=0.2, what=what, log_path=self.log, proc=self._proc
@@ -154,14 +158,14 @@ class UpstreamOperator:
         except OSError:
             return False
 
-    def _validators_registered(self) -> bool:
-        """Its /readyz passes before it registers the validators (`setupControllers` in its
-        cmd/training-operator.v1/main.go does that after the certificates, in a goroutine), and an
-        unregistered path answers 404, which kube-apiserver reports as a failed webhook call."""
+    def _serving(self, paths: list[str]) -> bool:
+        """Whether its webhook server answers every path: its /readyz passes before it registers
+        the validators (`setupControllers` in its cmd/training-operator.v1/main.go does that after
+        the certificates, in a goroutine), and an unregistered path answers 404, which
+        kube-apiserver reports as a failed webhook call."""
         try:
             return all(
-                http_get(f"https://127.0.0.1:{self.webhook_port}{path}")[0] != 404
-                for path in self._validator_paths()
+                http_get(f"https://127.0.0.1:{self.webhook_port}{path}")[0] != 404 for path in paths
             )
         except OSError:
             return False
