@@ -3,7 +3,8 @@
 import copy
 import dataclasses
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
@@ -689,3 +690,80 @@ def test_a_policy_sees_how_often_and_how_lately_a_job_was_rescaled() -> None:
     view = job_snapshot(make_job("a"), state, now=START)
     assert (view.rescales, view.seconds_since_rescale) == (3, 90.0)
     assert job_snapshot(make_job("a"), JobState(), now=START).rescales == 0
+
+
+@dataclass
+class OneLowReading(CurveThroughput):
+    """The curves, except `name`'s first steady reading at `count`: `factor` of the truth, as a
+    scrape served late skews a short window's rate."""
+
+    name: str = "linear"
+    count: int = 4
+    factor: float = 0.59
+    settle_seconds: float = 0.0
+    served: bool = False
+    _since: datetime | None = None
+
+    def read(self, jobs: Sequence[ManagedJob], *, now: datetime) -> Mapping[JobKey, float | None]:
+        readings = dict(super().read(jobs, now=now))
+        for job in jobs:
+            if job.name != self.name:
+                continue
+            if job.replicas != self.count:
+                self._since = None
+                continue
+            self._since = self._since or now
+            steady = now - self._since >= timedelta(seconds=self.settle_seconds)
+            if steady and not self.served:
+                self.served = True
+                readings[job.key] = self.factor * self.curves[job.name](job.replicas)
+        return readings
+
+
+# The integration test's three jobs (tests/integration/test_engine.py), one GPU per worker:
+# curve, lowest and highest count, allowed counts.
+THREE = {
+    "linear": (lambda n: 100.0 * n, 1, 6, (1, 2, 4, 6)),
+    "sublinear": (lambda n: 100.0 * n**0.5, 1, 6, None),
+    "flat": (lambda n: 100.0 + 5.0 * n, 1, 4, None),
+}
+
+
+def linear_writes_in_an_hour(*, low_reading: bool, stabilization_seconds: float) -> list[int]:
+    """The counts written for `linear` in an hour of 30 s rounds under the shipped settle steps
+    and policy (the low reading served, if asked for)."""
+    settle = SettleConfig(scale_down_stabilization_seconds=stabilization_seconds)
+    jobs = [
+        dataclasses.replace(
+            make_job(name, replicas=low),
+            min_replicas=low,
+            max_replicas=high,
+            allowed_replicas=allowed,
+            resources_per_replica={GPU: 1.0},
+        )
+        for name, (_, low, high, allowed) in THREE.items()
+    ]
+    cluster = MemoryCluster({job.key: job for job in jobs})
+    cluster.gpus = 8.0
+    curves = {name: curve for name, (curve, *_) in THREE.items()}
+    throughput = OneLowReading(cluster, curves, settle_seconds=settle.settle_seconds)
+    throughput.served = not low_reading
+    engine = Engine(
+        cluster=cluster,
+        throughput=throughput,
+        policy=GlobalOptimizer(GlobalOptimizerConfig()),
+        policy_name="p",
+        config=EngineConfig(settle=settle, policy=PolicySelection(timeout_seconds=5)),
+    )
+    rounds(engine, 120)
+    assert throughput.served
+    return [count for name, count in cluster.writes if name == "linear"]
+
+
+def test_one_low_reading_after_a_scale_up_is_replaced_before_it_moves_the_job() -> None:
+    """Under the shipped settings the scale-down stabilisation keeps the count the policy wanted
+    before the bad reading long enough for the next reading at that count to replace it.
+    Without the window the job goes back at once, and the low point keeps it there."""
+    assert linear_writes_in_an_hour(low_reading=False, stabilization_seconds=120) == [2, 4]
+    assert linear_writes_in_an_hour(low_reading=True, stabilization_seconds=120) == [2, 4]
+    assert linear_writes_in_an_hour(low_reading=True, stabilization_seconds=0) == [2, 4, 2]
