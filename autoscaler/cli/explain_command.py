@@ -122,15 +122,26 @@ def _job_lines(report: dict[str, Any]) -> list[str]:
 
 
 def _goodput_lines(goodput: dict[str, Any] | None) -> list[str]:
-    """Only for a job sized by goodput: its noise scale and the batch priced at its count."""
+    """Only for a job sized by goodput: its noise scale, the batch priced at its count and the
+    batch it reports running there."""
     if goodput is None:
         return []
+    running = goodput.get("running")
     return [
         f"Goodput:   noise scale {goodput['noise_scale']:.4g} at base batch"
         f" {goodput['base_batch']}; at {goodput['replicas']} workers batch"
         f" {goodput['global_batch']} ({goodput['local_batch']} per rank x"
         f" {goodput['accum_steps'] + 1} micro-steps), efficiency {goodput['efficiency']:.3f},"
         f" {goodput['goodput']:.4g} samples at base batch/s",
+        *(
+            [
+                f"           the job runs batch {running['global_batch']}"
+                f" ({running['local_batch']} per rank x {running['accum_steps'] + 1}"
+                f" micro-steps): {running['share_of_goodput']:.1%} of that goodput"
+            ]
+            if running
+            else []
+        ),
     ]
 
 

@@ -13,9 +13,15 @@ from collections.abc import Iterable
 from autoscaler.engine.ports import GradientReport, ManagedJob
 from autoscaler.engine.state import PricedBatch
 from autoscaler.goodput.batch import BatchChoice, BatchLimits, goodput_curve
-from autoscaler.goodput.efficiency import GradientNoise
-from autoscaler.goodput.step_time import StepObservation, StepTimeModel, fit
-from autoscaler.policies.contract import BatchAtCount, Goodput, JobSnapshot, ModelCurve
+from autoscaler.goodput.efficiency import GradientNoise, efficiency
+from autoscaler.goodput.step_time import StepObservation, StepTimeModel, fit, throughput
+from autoscaler.policies.contract import (
+    BatchAtCount,
+    Goodput,
+    JobSnapshot,
+    ModelCurve,
+    RunningBatch,
+)
 
 
 def nodes_of(replicas: int) -> int:
@@ -60,7 +66,39 @@ def price(report: GradientReport, *, counts: Iterable[int]) -> Goodput:
     )
     curve = goodput_curve(model, noise, limits, counts, nodes_of=nodes_of)
     batches = {count: batch_at(choice) for count, choice in curve.items() if usable(choice)}
-    return Goodput(noise_scale=report.noise_scale, base_batch=report.base_batch, batches=batches)
+    return Goodput(
+        noise_scale=report.noise_scale,
+        base_batch=report.base_batch,
+        batches=batches,
+        running=running_batch(report, model, noise),
+    )
+
+
+def running_batch(
+    report: GradientReport, model: StepTimeModel, noise: GradientNoise
+) -> RunningBatch | None:
+    """The batch the job reports running, priced as its best ones are, so that how far the job
+    runs from the price is seen (None: it reports no batch, or one at or below B0's share)."""
+    replicas, local, accum = report.replicas, report.local_batch, report.accum_steps
+    if not replicas or not local or accum is None or accum < 0:
+        return None
+    global_batch = replicas * local * (accum + 1)
+    if global_batch < report.base_batch:  # below B0 the efficiency model does not hold
+        return None
+    rate = throughput(
+        model, nodes=nodes_of(replicas), replicas=replicas, local_batch=local, accum_steps=accum
+    )
+    gained = efficiency(noise, global_batch)
+    if not (math.isfinite(rate) and rate > 0 and 0 < gained <= 1):
+        return None
+    return RunningBatch(
+        replicas=replicas,
+        local_batch=local,
+        accum_steps=accum,
+        global_batch=global_batch,
+        efficiency=gained,
+        samples_per_second=rate,
+    )
 
 
 def batch_at(choice: BatchChoice) -> BatchAtCount:
@@ -133,9 +171,13 @@ def priced_at(goodput: Goodput | None, count: int) -> PricedBatch | None:
     batch = goodput.batches.get(count) if goodput is not None else None
     if goodput is None or batch is None:
         return None
+    running = goodput.running
     return PricedBatch(
         noise_scale=goodput.noise_scale,
         base_batch=goodput.base_batch,
         replicas=count,
         batch=batch,
+        running=None
+        if running is None or running.replicas != count
+        else BatchAtCount(**running.model_dump(exclude={"replicas"})),
     )

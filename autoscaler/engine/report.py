@@ -73,15 +73,20 @@ def log_records(report: RoundReport) -> list[dict[str, Any]]:
 
 def goodput_record(priced: PricedBatch | None) -> dict[str, Any] | None:
     """A goodput job's pricing as the decision log shows it: its noise scale, the batch chosen at
-    its settled count, that batch's efficiency and the goodput it was priced at."""
+    its settled count, that batch's efficiency and the goodput it was priced at, and the batch
+    the job reports running at that count with its share of that goodput."""
     if priced is None:
         return None
+    running = priced.running
     return {
         "noise_scale": priced.noise_scale,
         "base_batch": priced.base_batch,
         "replicas": priced.replicas,
         **priced.batch.model_dump(),
         "goodput": priced.goodput,
+        "running": None
+        if running is None
+        else {**running.model_dump(), "share_of_goodput": priced.running_share},
     }
 
 

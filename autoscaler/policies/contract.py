@@ -39,6 +39,12 @@ class BatchAtCount(BaseModel):
     samples_per_second: NonNegativeFloat = Field(description="throughput at this batch")
 
 
+class RunningBatch(BatchAtCount):
+    """The batch a goodput job reports running, priced by the same model as its best ones."""
+
+    replicas: PositiveInt = Field(description="the worker count it runs this batch at")
+
+
 class Goodput(BaseModel):
     """How a job sized by goodput was priced: its gradient noise and each count's best batch."""
 
@@ -48,6 +54,11 @@ class Goodput(BaseModel):
     base_batch: PositiveInt = Field(description="the global batch its work is counted at")
     batches: dict[int, BatchAtCount] = Field(
         default_factory=dict, description="the best batch at each count `throughput` prices"
+    )
+    running: RunningBatch | None = Field(
+        default=None,
+        description="the batch the job reports running, priced by the same model and noise as"
+        " `batches` (None: it reports none)",
     )
 
 

@@ -28,6 +28,9 @@ REPORT = GradientReport(
     max_local_batch=128,
     max_global_batch=4096,
     steps=(StepTime(2, 32, 0, 0.25), StepTime(4, 32, 0, 0.3)),
+    local_batch=32,  # the batch it runs: 2 workers x 32
+    accum_steps=0,
+    replicas=2,
 )
 
 
@@ -92,6 +95,11 @@ def test_a_goodput_job_is_priced_and_shown(tmp_path: Path) -> None:
     assert record["goodput"]["global_batch"] == chosen.global_batch
     assert record["goodput"]["efficiency"] == chosen.efficiency
     assert record["predicted_samples_per_second"] == chosen.samples_per_second  # not goodput
+    running = record["goodput"]["running"]
+    assert running["global_batch"] == 64
+    share = running["samples_per_second"] * running["efficiency"] / record["goodput"]["goodput"]
+    assert running["share_of_goodput"] == pytest.approx(share)
+    assert 0 < share < 1  # 64 is not the best batch at 2 workers
     plain_record = [r for r in read_decision_log(tmp_path / "decisions.jsonl")
                     if r["name"] == "plain"]  # fmt: skip
     assert plain_record[0]["goodput"] is None
@@ -113,6 +121,7 @@ def test_a_goodput_job_is_priced_and_shown(tmp_path: Path) -> None:
     text = render(shown)
     assert "Goodput:   noise scale 800 at base batch 32; at 2 workers batch" in text
     assert f"efficiency {chosen.efficiency:.3f}" in text
+    assert f"the job runs batch 64 (32 per rank x 1 micro-steps): {share:.1%} of that" in text
     engine.close()
 
 

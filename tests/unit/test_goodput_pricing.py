@@ -1,6 +1,7 @@
 """Pricing a goodput job (pure tables): report -> fitted step-time model -> each count's best
 batch -> the snapshot a policy sees."""
 
+import dataclasses
 import math
 
 import pytest
@@ -12,14 +13,15 @@ from autoscaler.engine.goodput import (
     observations,
     price,
     price_job,
+    priced_at,
     priced_snapshot,
 )
 from autoscaler.engine.ports import GradientReport, ManagedJob, Owner, StepTime
 from autoscaler.engine.snapshot import snapshot
 from autoscaler.engine.state import JobState
 from autoscaler.goodput.batch import BatchLimits, best_batch
-from autoscaler.goodput.efficiency import GradientNoise
-from autoscaler.goodput.step_time import PRIOR, StepObservation, fit
+from autoscaler.goodput.efficiency import GradientNoise, efficiency
+from autoscaler.goodput.step_time import PRIOR, StepObservation, fit, step_seconds
 from autoscaler.policies.contract import JobSnapshot
 from autoscaler.policies.speedup import job_curve, remaining_seconds
 from autoscaler.policies.throughput_model import ThroughputModel
@@ -236,3 +238,48 @@ def test_the_readers_vector_becomes_reports() -> None:
         ("ns", "bert"): GradientReport(250.5, 32, 128, 2048, steps=(StepTime(2, 32, 0, 0.3),))
     }
     assert reports_by_job(result, keys={("ns", "other")}) == {}
+
+
+def running(replicas: int, local: int, accum: int = 0, phi: float = 500.0) -> GradientReport:
+    return dataclasses.replace(report(phi), replicas=replicas, local_batch=local, accum_steps=accum)
+
+
+def test_the_batch_the_job_runs_is_priced_by_the_same_model_and_noise() -> None:
+    goodput = price(running(2, 32), counts=[1, 2, 4])
+    assert goodput.running is not None
+    model = fit(observations(report()))
+    rate = 2 * 32 / step_seconds(model, nodes=2, replicas=2, local_batch=32, accum_steps=0)
+    noise = GradientNoise(500.0, 32)
+    assert goodput.running.samples_per_second == pytest.approx(rate)
+    assert goodput.running.efficiency == pytest.approx(efficiency(noise, 64))
+    priced = priced_at(goodput, 2)
+    assert priced is not None
+    assert priced.running is not None
+    best = goodput.batches[2]
+    share = rate * efficiency(noise, 64) / (best.samples_per_second * best.efficiency)
+    assert priced.running_share == pytest.approx(share)
+    assert share < 1  # the best batch at 2 workers is not the job's 64
+
+
+def test_a_job_running_the_priced_batch_has_all_of_its_goodput() -> None:
+    best = price(report(), counts=[2]).batches[2]
+    priced = priced_at(price(running(2, best.local_batch, best.accum_steps), counts=[2]), 2)
+    assert priced is not None
+    assert priced.running_share == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("reported", "count"),
+    [
+        (report(), 2),  # no batch reported
+        (running(4, 64), 2),  # running at another count than the one priced
+        (running(1, 16), 1),  # below its base batch
+    ],
+)
+def test_no_running_batch_is_priced_at_a_count_the_job_does_not_run_at_it(
+    reported: GradientReport, count: int
+) -> None:
+    priced = priced_at(price(reported, counts=[1, 2, 4]), count)
+    assert priced is not None
+    assert priced.running is None
+    assert priced.running_share is None
