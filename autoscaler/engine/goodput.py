@@ -3,7 +3,8 @@ count's best batch, and the snapshot that gives the policy its goodput curve.
 
 The job chooses its batch with the same two functions of `autoscaler.goodput` over the same
 observations (its step-time gauges), so the batch it runs at a count is the one priced here;
-only the reading's lag differs (tests/unit/test_goodput_lag.py bounds what that costs).
+only the reading's lag differs (tests/unit/test_goodput_lag.py bounds what that costs). The batch
+it reports running is priced too, so that any difference shows.
 """
 
 import functools
@@ -78,7 +79,7 @@ def running_batch(
     report: GradientReport, model: StepTimeModel, noise: GradientNoise
 ) -> RunningBatch | None:
     """The batch the job reports running, priced as its best ones are, so that how far the job
-    runs from the price is seen (None: it reports no batch, or one at or below B0's share)."""
+    runs from the price is seen (None: it reports no batch, or one below its base batch)."""
     replicas, local, accum = report.replicas, report.local_batch, report.accum_steps
     if not replicas or not local or accum is None or accum < 0:
         return None
