@@ -1,12 +1,11 @@
 """A goodput job, end to end: the e2e example with `--base-batch` as a torchrun PyTorchJob on the
 real control plane, grown from 1 to 2 workers by the engine, which prices it by goodput from the
-gauges the job exports. It checks that the batch the job runs at 2 workers has (in the median
-round) at least 0.95 of the goodput of the batch the engine priced there; the job's noise scale
-against an offline estimate from independent base-batch gradients at its weights over the
-stretch its estimate covers (within 25 %); that the global batch chosen at 2 workers is no
-smaller than at 1 and the learning rate follows AdaScale; that the progress in samples at B0
-matches the sum of its steps' B x E(B) (within 5 %); and that it succeeds once it has trained
-its declared statistical work."""
+gauges the job exports. It checks that the engine's price at 2 workers is the batch the job then
+chose, the job's noise scale against an offline estimate from independent base-batch gradients
+at its weights over the stretch its estimate covers (within 25 %), that the global batch chosen
+at 2 workers is no smaller than at 1 and the learning rate follows AdaScale, that the progress in
+samples at B0 matches the sum of its steps' B x E(B) (within 5 %), and that it succeeds once it
+has trained its declared statistical work."""
 
 from __future__ import annotations
 
@@ -29,6 +28,7 @@ BASE = 64
 WORK = 64_000  # samples at B0: about half of them trained before the engine grows the job
 LEARNING_RATE = 0.01 * BASE / 128  # the example's rate for B0
 OFFLINE_BATCHES = 64  # at each checkpoint; the e2e tier runs alone, so both cores are free
+LAST_ROUNDS = 5  # of the engine's, 2 s apart
 GOODPUT = ["--base-batch=64", "--max-local-batch=256", "--max-global-batch=2048"]
 # A checkpoint every 20 steps, not 10: the offline estimate's cost is per checkpoint.
 CHECKPOINTS = ["--checkpoint-every=20"]
@@ -102,7 +102,8 @@ def test_a_goodput_job_measures_its_noise_adapts_and_finishes_its_work(
     ]
     assert [r["replicas"] for r in records if r["written"]] == [2]  # grown once, kept there
     # Each round at 2 workers: the engine's best batch there against the batch the job reported
-    # running, both priced by the engine's model.
+    # running, both priced by the engine's model. After the growth the job's estimate starts
+    # afresh, and its batch follows it 100 steps at a time: the last rounds are past that.
     shares = [
         r["goodput"]["running"]["share_of_goodput"]
         for r in records
@@ -111,8 +112,8 @@ def test_a_goodput_job_measures_its_noise_adapts_and_finishes_its_work(
     growth = next(r for r in records if r["written"])
     print(f"grown by {'goodput' if growth['goodput'] else 'throughput'}; the job's goodput over")
     print(f"the engine's price at 2 workers, by round: {shares}")
-    assert len(shares) >= 5
-    assert statistics.median(shares) >= 0.95  # the job re-chooses for a 5 % gain
+    assert len(shares) >= LAST_ROUNDS
+    assert statistics.median(shares[-LAST_ROUNDS:]) >= 0.95  # it re-chooses for a 5 % gain
     assert max(int(e["global_batch"]) for e in two) >= int(one[-1]["global_batch"])
     for event in one + two:  # AdaScale: the base rate times the step's gain
         if event["phi"] is not None and event["phi"] != float("inf"):
