@@ -122,7 +122,7 @@ def priced_snapshot(job: JobSnapshot, goodput: Goodput) -> JobSnapshot:
     """The job as a policy sees it when sized by goodput: its model curve is the goodput at every
     priced count (computed this round), in the unit its remaining work is counted in, beside
     the throughput observed; a count where no batch fits its bounds is not allowed."""
-    curve = {n: b.samples_per_second * b.efficiency for n, b in goodput.batches.items()}
+    curve = {n: b.goodput for n, b in goodput.batches.items()}
     update: dict[str, object] = {
         "curve": ModelCurve(source="goodput", values=curve),
         "goodput": goodput,
@@ -178,7 +178,5 @@ def priced_at(goodput: Goodput | None, count: int) -> PricedBatch | None:
         base_batch=goodput.base_batch,
         replicas=count,
         batch=batch,
-        running=None
-        if running is None or running.replicas != count
-        else BatchAtCount(**running.model_dump(exclude={"replicas"})),
+        running=running if running is not None and running.replicas == count else None,
     )

@@ -9,7 +9,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from autoscaler.policies.contract import BatchAtCount
+from autoscaler.policies.contract import BatchAtCount, RunningBatch
 
 log = logging.getLogger(__name__)
 HISTORY = 5  # different decisions kept per job (for `explain`); about 0.5 KB each
@@ -88,19 +88,19 @@ class PricedBatch(BaseModel):
     base_batch: int
     replicas: int
     batch: BatchAtCount
-    running: BatchAtCount | None = None  # the batch the job reports running at that count
+    running: RunningBatch | None = None  # the batch the job reports running at that count
 
     @property
     def goodput(self) -> float:
         """Samples at the base batch per second."""
-        return self.batch.samples_per_second * self.batch.efficiency
+        return self.batch.goodput
 
     @property
     def running_share(self) -> float | None:
         """The goodput of the batch the job runs over the price (None: it reports none here)."""
         if self.running is None or self.goodput <= 0:
             return None
-        return self.running.samples_per_second * self.running.efficiency / self.goodput
+        return self.running.goodput / self.goodput
 
 
 class JobState(BaseModel):

@@ -38,6 +38,11 @@ class BatchAtCount(BaseModel):
     efficiency: float = Field(gt=0, le=1, description="statistical efficiency at global_batch")
     samples_per_second: NonNegativeFloat = Field(description="throughput at this batch")
 
+    @property
+    def goodput(self) -> float:
+        """Samples at the base batch per second: throughput times efficiency."""
+        return self.samples_per_second * self.efficiency
+
 
 class RunningBatch(BatchAtCount):
     """The batch a goodput job reports running, priced by the same model as its best ones."""
