@@ -8,6 +8,11 @@
         goodput.step()  # measures, sets the learning rate, steps, counts
     checkpoint["goodput"] = goodput.state_dict()
 
+A single worker measures its gradient noise from its micro-batches: a step without
+accumulation runs as two half micro-batches (same samples, same global batch, its configuration
+and step times still those of one micro-step), since consecutive steps' gradients, the only
+other pair it has, differ by the step taken between them.
+
 The batch is chosen when the world forms (torchrun restarts every worker on a membership
 change) and again every `rechoose_every` steps as the noise grows: rank 0 picks the local batch
 and accumulation steps that maximise goodput for the world's size under the step-time model
@@ -29,7 +34,7 @@ import torch.distributed as dist
 
 from autoscaler.training import ThroughputReporter
 from autoscaler.training.adaptation import Adaptation, Config, GoodputSpec
-from autoscaler.training.gradient_norms import GradientNorms
+from autoscaler.training.gradient_norms import GradientNorms, MicroBatchNorms
 from autoscaler.training.teardown import collect_garbage_at_exit
 
 
@@ -62,17 +67,33 @@ class Goodput:
         self.norms = GradientNorms(self._mean) if measure else None
         if self.norms is not None:
             self.norms.start(self.world)
+        self.pieces = MicroBatchNorms(list(ddp.module.parameters())) if measure else None
         ddp.register_comm_hook(None, self._hook)
         collect_garbage_at_exit()  # the hook and `self.ddp` are a cycle
         self._last_step: float | None = None  # the first step of an incarnation is not timed
 
     @property
+    def running(self) -> Config:
+        """How a step at `config` runs: as chosen, but a single worker's step without
+        accumulation as two half micro-batches when it measures its noise."""
+        config = self.config
+        halves = config.replicas == 1 and config.accum_steps == 0 and config.local_batch % 2 == 0
+        if self.pieces is None or not halves:
+            return config
+        return Config(1, config.local_batch // 2, 1)
+
+    @property
+    def by_micro_batch(self) -> bool:
+        """Whether this step's noise is measured from its micro-batches (one worker)."""
+        return self.pieces is not None and self.world == 1 and self.micro_steps > 1
+
+    @property
     def local_batch(self) -> int:
-        return self.config.local_batch
+        return self.running.local_batch
 
     @property
     def micro_steps(self) -> int:
-        return self.config.micro_steps
+        return self.running.micro_steps
 
     @property
     def global_batch(self) -> int:
@@ -101,12 +122,18 @@ class Goodput:
         for micro in range(self.micro_steps):
             self.ddp.require_backward_grad_sync = micro == last
             yield micro
+            if micro < last and self.by_micro_batch:
+                assert self.pieces is not None
+                self.pieces.accumulated()
         self.ddp.require_backward_grad_sync = True
 
     def step(self) -> None:
         """After the last micro-step's backward: measure, set the learning rate, step, count."""
         if self.norms is not None:
             sample = self.norms.take()
+            if self.by_micro_batch:
+                assert self.pieces is not None
+                sample = self.pieces.take(self.micro_steps)
             if sample is not None:
                 self.adaptation.measure(sample, batch=self.global_batch)
             self.norms.start(self.world)

@@ -7,9 +7,11 @@ squared norm of the average) are unbiased inputs for the gradient square and var
 (AdaptDL, petuum/adaptdl `adaptdl/torch/gradient_noise_scale.py`, does the same).
 
 With accumulation a replica's piece is its accumulated gradient (local batch x accumulation
-steps): the micro-batches' own norms would need a copy of the gradient per micro-step. With a
-single replica the pieces are this step's and the previous step's gradient (a copy kept between
-steps): a differenced estimate.
+steps): the micro-batches' own norms would need a copy of the gradient per micro-step. A single
+replica has no other replica to compare with, so its pieces are its micro-batches
+(`MicroBatchNorms`: the accumulated gradient read between micro-steps, one copy kept); with one
+micro-step they are this step's and the previous step's gradient (a copy kept between steps), a
+differenced estimate, biased by the step taken between them.
 
 Cost per step: one squared norm per bucket before and after the all-reduce (float64
 accumulation) and one one-element all-reduce.
@@ -81,3 +83,40 @@ class GradientNorms:
         if previous_local is None or not self._paired:
             return None
         return NormSample(local, float(self._pair), 1, previous_sqr=previous_local)
+
+
+class MicroBatchNorms:
+    """One replica's step in pieces: each micro-batch's gradient, as the difference of the
+    accumulated gradient read after consecutive micro-steps (DDP accumulates them unscaled in
+    `.grad` until the last one's backward averages them over the micro-steps).
+
+    `start()` begins a step, `accumulated()` follows each micro-step but the last, and
+    `take(micro_steps)` follows the last one's backward.
+    """
+
+    def __init__(self, parameters: list[torch.nn.Parameter]) -> None:
+        self.parameters = parameters
+        self.start()
+
+    def start(self) -> None:
+        self._sum: torch.Tensor | None = None  # the micro-steps' gradients so far
+        self._pieces_sqr = 0.0
+
+    def _gradient(self) -> torch.Tensor:
+        return torch.cat(
+            [p.grad.detach().reshape(-1) for p in self.parameters if p.grad is not None]
+        )
+
+    def accumulated(self) -> None:
+        total = self._gradient()
+        piece = total if self._sum is None else total - self._sum
+        self._pieces_sqr += float(squared_norm(piece))
+        self._sum = total.clone()
+
+    def take(self, micro_steps: int) -> NormSample:
+        average = self._gradient()
+        last = average * micro_steps if self._sum is None else average * micro_steps - self._sum
+        local = (self._pieces_sqr + float(squared_norm(last))) / micro_steps
+        sample = NormSample(local, float(squared_norm(average)), micro_steps)
+        self.start()
+        return sample

@@ -1,7 +1,8 @@
 """The goodput helper's measurements with real torch on loopback gloo (tiny linear model):
-the smoothed noise scale approaches the exact one from per-sample gradients, at one replica
-(differenced) and at two (with and without accumulation), and accumulation averages exactly the
-full batch's gradient, the learning rate set by its rule."""
+the smoothed noise scale approaches the exact one from per-sample gradients, at one replica (its
+base batch as two half micro-batches: the same estimate as two replicas of half the batch) and at
+two (with and without accumulation), and accumulation averages exactly the full batch's
+gradient, the learning rate set by its rule."""
 
 from __future__ import annotations
 
@@ -41,3 +42,11 @@ def test_accumulation_averages_the_full_batch(results: dict[str, JSON], case: st
     result = results[case]
     assert result["max_error"] < 1e-5
     assert result["lr"] == pytest.approx(0.1 * result["lr_factor"])
+
+
+def test_one_worker_measures_from_two_half_batches_what_two_workers_measure(
+    results: dict[str, JSON],
+) -> None:
+    """One worker at the base batch runs it as two half micro-batches: the same samples and
+    pieces as two workers of half the batch each, so the same estimate."""
+    assert results["phi-1x8"]["phi"] == pytest.approx(results["phi-2x4"]["phi"], rel=1e-6)
