@@ -51,7 +51,7 @@ class Goodput:
         state: dict[str, Any] | None = None,
         adapt: bool = True,
         measure: bool = True,
-        rechoose_every: int = 100,
+        rechoose_every: int = 20,
     ) -> None:
         self.ddp, self.optimizer, self.reporter = ddp, optimizer, reporter
         self.adaptation = Adaptation(spec, state)
