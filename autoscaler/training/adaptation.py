@@ -25,6 +25,9 @@ from autoscaler.goodput.step_time import StepObservation, StepTimeModel, fit, th
 from autoscaler.training import GoodputReport
 
 SWITCH_GAIN = 1.05  # re-choose only for 5 % more goodput (AdaptDL's hysteresis)
+# Steps between re-choices at an unchanged world: often enough that the batch follows the noise
+# and step times to within the hysteresis (the e2e goodput scenario checks it against the price).
+RECHOOSE_EVERY = 20
 
 
 @dataclass(frozen=True)

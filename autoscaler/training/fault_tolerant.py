@@ -58,16 +58,19 @@ from torchft.optim import OptimizerWrapper
 from torchft.process_group import ProcessGroupDummy, ProcessGroupGloo
 
 from autoscaler import fault_tolerance as ft
-from autoscaler.training.adaptation import Adaptation, Config, GoodputSpec, NormSample
+from autoscaler.training.adaptation import (
+    RECHOOSE_EVERY,
+    Adaptation,
+    Config,
+    GoodputSpec,
+    NormSample,
+)
 from autoscaler.training.batches import BatchMode, Step, plan_step, samples_done
 from autoscaler.training.files import write_atomically
 from autoscaler.training.gradient_norms import GradientNorms
 from autoscaler.training.teardown import collect_garbage_at_exit
 
 STOPPED_BY_SIGNAL = 128 + signal.SIGTERM
-# Goodput: steps between re-choices at an unchanged quorum (every group holds the same
-# measurements, so all choose alike).
-RECHOOSE_EVERY = 100
 
 
 @dataclass(frozen=True)
@@ -268,7 +271,8 @@ class FaultTolerantTraining:
         assert self.adaptation is not None
         assert self.model.norms is not None
         participants = self.manager.num_participants()
-        due = self.manager.current_step() % RECHOOSE_EVERY == 0  # the noise grows in training
+        # every group holds the same measurements, so all choose alike
+        due = self.manager.current_step() % RECHOOSE_EVERY == 0
         if self.config is None or self.config.replicas != participants or due:
             self.config = self.adaptation.choose(participants, self.config)
         rank = self.manager.participating_rank()

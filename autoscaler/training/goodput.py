@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 
 from autoscaler.training import ThroughputReporter
-from autoscaler.training.adaptation import Adaptation, Config, GoodputSpec
+from autoscaler.training.adaptation import RECHOOSE_EVERY, Adaptation, Config, GoodputSpec
 from autoscaler.training.gradient_norms import GradientNorms, MicroBatchNorms
 from autoscaler.training.teardown import collect_garbage_at_exit
 
@@ -51,7 +51,7 @@ class Goodput:
         state: dict[str, Any] | None = None,
         adapt: bool = True,
         measure: bool = True,
-        rechoose_every: int = 20,
+        rechoose_every: int = RECHOOSE_EVERY,
     ) -> None:
         self.ddp, self.optimizer, self.reporter = ddp, optimizer, reporter
         self.adaptation = Adaptation(spec, state)
