@@ -16,7 +16,6 @@ from collections.abc import Sequence
 import pytest
 
 from autoscaler import fault_tolerance as ft
-from autoscaler.goodput.efficiency import GradientNoise, efficiency, gain
 from tests.e2e import ft_measure as m
 from tests.e2e.report import TARGET_FT_NODE_LOST
 from tests.e2e.training import (
@@ -173,11 +172,10 @@ def test_the_engine_resizes_a_torchft_job_and_no_survivor_ever_restarts(
     defaults, each named by the report). It grows `ft-first`
     (1..4) as it learns its curve, by several pods in one write once it may; two workers'
     containers are killed (worker-0 first: no worker is special), and each restarts and heals
-    in from a peer while the others train on; then `ft-second` (2..4, goodput on) arrives and the
-    engine shrinks `ft-first` to fit it. Both finish their work (`ft-first`'s cut short once
-    checked); no surviving process ever restarted, no step was lost or applied twice, every group
-    ends with the same parameters. `ft-second` measured its noise scale across its groups, its
-    learning rate followed AdaScale and its work counted in samples at B0."""
+    in from a peer while the others train on; then `ft-second` (2..4) arrives and the engine
+    shrinks `ft-first` to fit it. Both finish their work (`ft-first`'s cut short once checked); no
+    surviving process ever restarted, no step was lost or applied twice, every group ends with
+    the same parameters."""
     agent = scenario.nodes(2)
     first, second = scenario.torchft_job("ft-first"), scenario.torchft_job("ft-second")
     with scenario.engine():
@@ -199,7 +197,7 @@ def test_the_engine_resizes_a_torchft_job_and_no_survivor_ever_restarts(
             ft.lighthouse_name(first.name): 0,
         }
         first_seen = pods_seen(first)
-        second.create(goodput_manifest(second))
+        second.create(second.manifest(replicas=2, low=2, high=4, total_samples=SECOND_SAMPLES))
         wait_for(
             lambda: second.training_with(2) and first.replicas() <= 2,
             timeout=240,
@@ -222,48 +220,12 @@ def test_the_engine_resizes_a_torchft_job_and_no_survivor_ever_restarts(
     for job in (first, second):
         assert_trained_exactly_once(scenario, job)
     assert (first.conditions().get("Failed"), second.conditions().get("Failed")) == (None, None)
-    assert_adapted_by_goodput(second)
 
 
 # Sized from runs: two cores commit 1,200-2,500 samples/s in all. `ft-first` outlives its
 # growth, two kills and `ft-second`'s arrival; `ft-second` only has to train beside it and finish.
 FIRST_SAMPLES = 300_000
-SECOND_SAMPLES = 30_000  # samples at B0
-BASE = 128  # `ft-second`'s B0 (without goodput its 2 groups train 128 each)
-GOODPUT = [f"--base-batch={BASE}", "--max-local-batch=512", "--max-global-batch=2048"]
-BASE_LEARNING_RATE = 0.01 * BASE / 128  # the example's rate for B0
-
-
-def goodput_manifest(job: FaultTolerantJob) -> dict[str, object]:
-    manifest = job.manifest(replicas=2, low=2, high=4, total_samples=SECOND_SAMPLES)
-    pod = manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
-    pod["containers"][0]["command"] += GOODPUT
-    return manifest
-
-
-def assert_adapted_by_goodput(job: FaultTolerantJob) -> None:
-    """The job's committed steps, once each: a finite noise scale measured across its groups, the
-    learning rate at every step the base rate times AdaScale's gain, and its progress in samples
-    at B0 the sum of its steps' B x E(B) (within 5 %), at least its work."""
-    steps = {
-        int(e["step"]): e
-        for e in job.commits()
-        if e["ok"] and not e["healing"] and e.get("progress") is not None
-    }
-    ordered = [steps[number] for number in sorted(steps)]
-    assert ordered, "no committed step reported goodput"
-    counted = 0.0
-    for event in ordered:
-        phi = event["phi"]
-        noise = GradientNoise(0.0 if phi in (None, float("inf")) else float(phi), BASE)
-        batch = int(event["global_batch"])
-        assert float(event["lr"]) == pytest.approx(BASE_LEARNING_RATE * gain(noise, batch))
-        counted += batch * efficiency(noise, batch)
-    last = ordered[-1]
-    assert last["phi"] is not None, last
-    assert 0 < float(last["phi"]) < float("inf"), last
-    assert float(last["progress"]) == pytest.approx(counted, rel=0.05)
-    assert float(last["progress"]) >= SECOND_SAMPLES
+SECOND_SAMPLES = 30_000
 
 
 def test_a_lost_node_and_a_lost_lighthouse(scenario: Scenario) -> None:
