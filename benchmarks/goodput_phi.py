@@ -15,8 +15,8 @@ average by SMOOTHING per B0 batch, so the first, decayed, comes off the newest).
 the ratio (target: within 25 %).
 
 Both sides see the same samples because the squared norm of a gradient that noise dominates is
-hard to estimate: from the ~70,000 samples of the e2e run, its sampling error alone is near the
-target, and on the same samples it is shared.
+hard to estimate: over the e2e run's ~75,000 samples, sampling alone puts about 10 % (one
+standard deviation) on it, so two samplings of the data would differ by more.
 Run in the training environment: `python -m benchmarks.goodput_phi B0 CHECKPOINT...`.
 """
 
