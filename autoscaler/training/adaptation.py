@@ -82,6 +82,15 @@ class NormSample:
     previous_sqr: float = 0.0
 
 
+def in_halves(config: Config) -> Config:
+    """How a step at `config` runs when its noise is measured: a single replica has no other
+    replica's gradient to compare with, so a step without accumulation runs as two half
+    micro-batches (the same samples and global batch; its configuration is still `config`)."""
+    if config.replicas == 1 and config.accum_steps == 0 and config.local_batch % 2 == 0:
+        return Config(1, config.local_batch // 2, 1)
+    return config
+
+
 def nodes_of(replicas: int) -> int:
     """One worker per pod, placement unknown: every replica counts as its own node (the engine
     prices a count the same way)."""

@@ -30,11 +30,12 @@ What this helper adds to torchft's Manager:
   so the operator treats it as the retryable stop it was);
 - checkpoints from one group only (`training.checkpoint_due`), loaded by every group at start;
 - goodput (opt-in, `goodput=GoodputSpec(...)`): the gradient noise measured around the
-  all-reduce, and at every quorum change the local batch and accumulation steps that maximise
-  goodput for the participants (and every `RECHOOSE_EVERY` steps); each step is then yielded
-  once per micro-batch (the gradients synchronised in the last), the learning rate follows the
-  declared rule, and
-  `total_samples` counts samples at the base batch. The measurements travel with the state to a
+  all-reduce (a group alone in its quorum: from its step run as two half micro-batches, as one
+  torchrun worker does), and at every quorum change the local batch and accumulation steps that
+  maximise goodput for the participants (and every `RECHOOSE_EVERY` steps); each step is then
+  yielded once per micro-batch (the gradients synchronised in the last), the learning rate
+  follows the declared rule, and `total_samples` counts samples at the base batch. The
+  measurements travel with the state to a
   joining group and into the checkpoint; the step times are averaged over the participants (in
   the same tiny all-reduce as the norms), so every group fits the same model and picks the same
   batch.
@@ -64,10 +65,11 @@ from autoscaler.training.adaptation import (
     Config,
     GoodputSpec,
     NormSample,
+    in_halves,
 )
 from autoscaler.training.batches import BatchMode, Step, plan_step, samples_done
 from autoscaler.training.files import write_atomically
-from autoscaler.training.gradient_norms import GradientNorms
+from autoscaler.training.gradient_norms import GradientNorms, MicroBatchNorms
 from autoscaler.training.teardown import collect_garbage_at_exit
 
 STOPPED_BY_SIGNAL = 128 + signal.SIGTERM
@@ -163,6 +165,9 @@ class FaultTolerantTraining:
         self._stop = False
         self.adaptation = None if goodput is None else Adaptation(goodput)
         self.config: Config | None = None  # goodput: the batch in use
+        # goodput with one participant: its step's micro-batches are the pieces it measures
+        self.pieces = None if goodput is None else MicroBatchNorms(list(model.parameters()))
+        self._by_pieces = False
         self._last_commit: float | None = None  # goodput: the next step is timed from here
         self._step_seconds = 0.0  # goodput: the previous step's, averaged over participants
         self.store = TCPStore(
@@ -245,6 +250,9 @@ class FaultTolerantTraining:
             else:
                 step = yield from self._micro_steps()
             sample = None if self.model.norms is None else self.model.norms.take()
+            if self._by_pieces:
+                assert self.pieces is not None
+                sample = self.pieces.take(self.model.micro_steps)
             committed = self.manager.should_commit()  # a healing group loads its state here
             if committed:
                 self._pace(step)
@@ -276,16 +284,22 @@ class FaultTolerantTraining:
         if self.config is None or self.config.replicas != participants or due:
             self.config = self.adaptation.choose(participants, self.config)
         rank = self.manager.participating_rank()
+        running = in_halves(self.config)  # one participant: measured from its micro-batches
+        self._by_pieces = participants == 1 and rank is not None and running.micro_steps > 1
         self.model.norms.start(participants)
-        self.model.micro_steps = self.config.micro_steps
+        self.model.micro_steps = running.micro_steps
         self.model.participating = rank is not None
-        slot, local = rank or 0, self.config.local_batch
+        slot, local = rank or 0, running.local_batch
         number, step = self.manager.current_step(), None
-        for micro in range(self.config.micro_steps):
-            self.model.require_backward_grad_sync = micro == self.config.accum_steps
+        assert self.pieces is not None
+        self.pieces.start()
+        for micro in range(running.micro_steps):
+            self.model.require_backward_grad_sync = micro == running.accum_steps
             first = self.adaptation.samples + (micro * participants + slot) * local
             step = Step(number, first, local, participants, participating=rank is not None)
             yield step
+            if micro < running.accum_steps and self._by_pieces:
+                self.pieces.accumulated()
         self.model.require_backward_grad_sync = True
         assert step is not None
         return step

@@ -33,7 +33,13 @@ import torch
 import torch.distributed as dist
 
 from autoscaler.training import ThroughputReporter
-from autoscaler.training.adaptation import RECHOOSE_EVERY, Adaptation, Config, GoodputSpec
+from autoscaler.training.adaptation import (
+    RECHOOSE_EVERY,
+    Adaptation,
+    Config,
+    GoodputSpec,
+    in_halves,
+)
 from autoscaler.training.gradient_norms import GradientNorms, MicroBatchNorms
 from autoscaler.training.teardown import collect_garbage_at_exit
 
@@ -76,11 +82,7 @@ class Goodput:
     def running(self) -> Config:
         """How a step at `config` runs: as chosen, but a single worker's step without
         accumulation as two half micro-batches when it measures its noise."""
-        config = self.config
-        halves = config.replicas == 1 and config.accum_steps == 0 and config.local_batch % 2 == 0
-        if self.pieces is None or not halves:
-            return config
-        return Config(1, config.local_batch // 2, 1)
+        return self.config if self.pieces is None else in_halves(self.config)
 
     @property
     def by_micro_batch(self) -> bool:

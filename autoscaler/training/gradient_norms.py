@@ -9,9 +9,10 @@ squared norm of the average) are unbiased inputs for the gradient square and var
 With accumulation a replica's piece is its accumulated gradient (local batch x accumulation
 steps): the micro-batches' own norms would need a copy of the gradient per micro-step. A single
 replica has no other replica to compare with, so its pieces are its micro-batches
-(`MicroBatchNorms`: the accumulated gradient read between micro-steps, one copy kept); with one
-micro-step they are this step's and the previous step's gradient (a copy kept between steps), a
-differenced estimate, biased by the step taken between them.
+(`MicroBatchNorms`: the accumulated gradient read between micro-steps, one copy kept; both
+training paths run a step without accumulation as two halves for it). Only a step that cannot be
+halved (an odd local batch) pairs this step's gradient with the previous step's (a copy kept
+between steps), a differenced estimate, biased by the step taken between them.
 
 Cost per step: one squared norm per bucket before and after the all-reduce (float64
 accumulation) and one one-element all-reduce.

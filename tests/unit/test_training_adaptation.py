@@ -4,7 +4,7 @@ margin), learning rate by rule, progress in samples at B0, and state kept throug
 import pytest
 
 from autoscaler.goodput.efficiency import efficiency
-from autoscaler.training.adaptation import Adaptation, Config, GoodputSpec, NormSample
+from autoscaler.training.adaptation import Adaptation, Config, GoodputSpec, NormSample, in_halves
 
 SPEC = GoodputSpec(base_batch=128, max_local_batch=256, max_global_batch=4096)
 
@@ -124,3 +124,17 @@ def test_an_infinite_early_estimate_does_not_pick_the_largest_batch() -> None:
     assert adaptation.choose(2).global_batch < SPEC.max_global_batch
     assert adaptation.advance(512) == pytest.approx(128)
     assert adaptation.report(Config(2, 64, 0)).noise_scale is None
+
+
+@pytest.mark.parametrize(
+    ("chosen", "running"),
+    [
+        (Config(1, 128, 0), Config(1, 64, 1)),  # one replica, one micro-step: two halves
+        (Config(1, 127, 0), Config(1, 127, 0)),  # an odd batch is not halved
+        (Config(1, 128, 1), Config(1, 128, 1)),  # its micro-steps are already its pieces
+        (Config(2, 128, 0), Config(2, 128, 0)),  # the other replica is the other piece
+    ],
+)
+def test_one_replica_measures_from_two_half_micro_batches(chosen: Config, running: Config) -> None:
+    assert in_halves(chosen) == running
+    assert in_halves(chosen).global_batch == chosen.global_batch  # the same samples a step
