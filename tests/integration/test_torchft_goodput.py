@@ -22,6 +22,7 @@ import pytest
 
 from autoscaler import fault_tolerance as ft
 from autoscaler.goodput.efficiency import GradientNoise, efficiency, gain
+from autoscaler.training.adaptation import RECHOOSE_EVERY
 from tests.support.controlplane import REPO_ROOT
 from tests.support.polling import wait_for
 from tests.support.processes import free_port, stop_process
@@ -125,7 +126,9 @@ def test_torchft_groups_choose_the_batch_at_every_quorum_and_count_goodput_progr
     groups.start_group("1")
     groups.wait(lambda: groups.trained_with("1", 2), what="both groups training")
     joined = len(groups.commits("1"))
-    groups.wait(lambda: len(groups.commits("1")) >= joined + 2 * RECHOOSE, what="two re-choices")
+    groups.wait(
+        lambda: len(groups.commits("1")) >= joined + 2 * RECHOOSE_EVERY, what="two re-choices"
+    )
     assert stop_process(groups.procs["1"]) == STOPPED_BY_SIGNAL, groups.log()
     groups.wait(lambda: groups.procs["0"].poll() is not None, what="group 0 finishing alone")
     assert groups.procs["0"].returncode == 0, groups.log()
@@ -141,9 +144,6 @@ def test_torchft_groups_choose_the_batch_at_every_quorum_and_count_goodput_progr
     quorums = [e["participants"] for e in committed(alone)]
     assert 2 in quorums, quorums  # it trained with both groups,
     assert quorums[-1] == 1, quorums  # then alone
-
-
-RECHOOSE = 20  # the helper re-chooses every `RECHOOSE_EVERY` steps at an unchanged quorum
 
 
 def committed(commits: list[Event]) -> list[Event]:
