@@ -35,10 +35,9 @@ What this helper adds to torchft's Manager:
   maximise goodput for the participants (and every `RECHOOSE_EVERY` steps); each step is then
   yielded once per micro-batch (the gradients synchronised in the last), the learning rate
   follows the declared rule, and `total_samples` counts samples at the base batch. The
-  measurements travel with the state to a
-  joining group and into the checkpoint; the step times are averaged over the participants (in
-  the same tiny all-reduce as the norms), so every group fits the same model and picks the same
-  batch.
+  measurements travel with the state to a joining group and into the checkpoint; the step times
+  are averaged over the participants (in the same tiny all-reduce as the norms), so every group
+  fits the same model and picks the same batch.
 """
 
 import os
