@@ -6,7 +6,8 @@ noise scale against an offline estimate from independent base-batch gradients at
 over the stretch its estimate covers (within 25 %), that the global batch chosen at 2 workers is
 no smaller than at 1 and the learning rate follows AdaScale, that the progress in samples at B0
 matches the sum of its steps' B x E(B) (within 5 %), and that it succeeds once it has trained
-its declared statistical work."""
+its declared statistical work (declared larger than any run trains, then cut as every scenario
+cuts it once the engine has priced enough rounds at 2 workers)."""
 
 from __future__ import annotations
 
@@ -15,20 +16,27 @@ import statistics
 import subprocess
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from autoscaler import metrics_contract as mc
 from autoscaler.goodput.efficiency import GradientNoise, efficiency, gain
 from autoscaler.observability.decision_log import read_decision_log
+from autoscaler.training.adaptation import RECHOOSE_EVERY
 from tests.e2e.training import Scenario, TrainingJob, wait_stepping, wait_succeeded
 from tests.support.controlplane import REPO_ROOT
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(900)
 BASE = 64
-WORK = 64_000  # samples at B0: about half of them trained before the engine grows the job
+# Samples at B0, more than a run trains on any machine: the engine grows the job after its settle
+# whatever its speed, and the work is cut once the checks at 2 workers have their steps.
+WORK = 2_000_000
 LEARNING_RATE = 0.01 * BASE / 128  # the example's rate for B0
 LAST_ROUNDS = 5  # of the engine's, 2 s apart
+ROUNDS_AT_TWO = 3 * LAST_ROUNDS  # the engine's rounds at 2 workers before the work is cut
+STEPS_AT_TWO = 4 * RECHOOSE_EVERY  # ... and the job's steps there: several re-choices
 GOODPUT = ["--base-batch=64", "--max-local-batch=256", "--max-global-batch=2048"]
 # The offline estimate computes its gradients at each checkpoint's weights, so checkpoints close
 # together keep it near the weights the job measured at; its cost is per sample, not checkpoint.
@@ -40,6 +48,26 @@ def goodput_manifest(job: TrainingJob) -> dict[str, object]:
     container = manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     container["containers"][0]["command"] += GOODPUT + CHECKPOINTS
     return manifest
+
+
+def priced_at_two(decisions: Path) -> list[dict[str, Any]]:
+    """The engine's rounds at 2 workers that priced the batch the job reported running."""
+    return [
+        r
+        for r in read_decision_log(decisions)
+        if r["name"] == "goodput"
+        and r["replicas_before"] == 2
+        and r["goodput"]
+        and r["goodput"]["running"]
+    ]
+
+
+def settled_at_two(job: TrainingJob, decisions: Path) -> bool:
+    try:
+        rounds = len(priced_at_two(decisions))
+    except ValueError:  # a line being written
+        return False
+    return rounds >= ROUNDS_AT_TWO and len(rank0_steps(job, 2)) >= STEPS_AT_TWO
 
 
 def rank0_steps(job: TrainingJob, world: int) -> list[dict[str, object]]:
@@ -94,6 +122,10 @@ def test_a_goodput_job_measures_its_noise_adapts_and_finishes_its_work(
         phi_series = scenario.prometheus.wait_for_series(
             mc.GRADIENT_NOISE_SCALE + selector, timeout=120
         )
+        decisions = scenario.workdir / "decisions.jsonl"
+        wait_for(lambda: settled_at_two(job, decisions), timeout=300, interval=1,
+                 what="the engine's rounds and the job's steps at 2 workers")  # fmt: skip
+        job.cut_work()
         wait_succeeded(job, timeout=600)
     copies = snapshots.stop()
 
@@ -107,8 +139,7 @@ def test_a_goodput_job_measures_its_noise_adapts_and_finishes_its_work(
     # its estimate and step times move: the last rounds are past the first re-choices there.
     shares = [
         r["goodput"]["running"]["share_of_goodput"]
-        for r in records
-        if r["replicas_before"] == 2 and r["goodput"] and r["goodput"]["running"]
+        for r in priced_at_two(scenario.workdir / "decisions.jsonl")
     ]
     growth = next(r for r in records if r["written"])
     print(f"grown by {'goodput' if growth['goodput'] else 'throughput'}; the job's goodput over")
@@ -131,7 +162,8 @@ def test_a_goodput_job_measures_its_noise_adapts_and_finishes_its_work(
         counted += batch * efficiency(noise, batch)
     final = float(steps[-1]["progress"])
     assert final == pytest.approx(counted, rel=0.05)
-    assert final >= WORK
+    assert job.declared is not None
+    assert final >= job.declared
 
     measured = float(phi_series[0]["value"][1])
     assert measured > 0
