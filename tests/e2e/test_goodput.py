@@ -50,11 +50,11 @@ def goodput_manifest(job: TrainingJob) -> dict[str, object]:
     return manifest
 
 
-def priced_at_two(decisions: Path) -> list[dict[str, Any]]:
+def priced_at_two(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The engine's rounds at 2 workers that priced the batch the job reported running."""
     return [
         r
-        for r in read_decision_log(decisions)
+        for r in records
         if r["name"] == "goodput"
         and r["replicas_before"] == 2
         and r["goodput"]
@@ -64,7 +64,7 @@ def priced_at_two(decisions: Path) -> list[dict[str, Any]]:
 
 def settled_at_two(job: TrainingJob, decisions: Path) -> bool:
     try:
-        rounds = len(priced_at_two(decisions))
+        rounds = len(priced_at_two(read_decision_log(decisions)))
     except ValueError:  # a line being written
         return False
     return rounds >= ROUNDS_AT_TWO and len(rank0_steps(job, 2)) >= STEPS_AT_TWO
@@ -137,10 +137,7 @@ def test_a_goodput_job_measures_its_noise_adapts_and_finishes_its_work(
     # Each round at 2 workers: the engine's best batch there against the batch the job reported
     # running, both priced by the engine's model. The job re-chooses its batch every 20 steps as
     # its estimate and step times move: the last rounds are past the first re-choices there.
-    shares = [
-        r["goodput"]["running"]["share_of_goodput"]
-        for r in priced_at_two(scenario.workdir / "decisions.jsonl")
-    ]
+    shares = [r["goodput"]["running"]["share_of_goodput"] for r in priced_at_two(records)]
     growth = next(r for r in records if r["written"])
     print(f"grown by {'goodput' if growth['goodput'] else 'throughput'}; the job's goodput over")
     print(f"the engine's price at 2 workers, by round: {shares}")
