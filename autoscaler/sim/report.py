@@ -76,6 +76,7 @@ def to_json(comparison: Outcome, *, jobs: bool = False) -> dict[str, object]:
             "interval_seconds": config.interval_seconds,
             "declared_work": "all" if config.declared_work else "none",
             "placement_rates": config.placement_rates,
+            "planned_placement": config.planned_placement,
         },
     }
 

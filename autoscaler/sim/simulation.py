@@ -56,6 +56,9 @@ class SimConfig:
     # With goodput, a job that fits one node but runs on several trains at the fitted model's
     # rate across nodes (else every placement is charged as packed).
     placement_rates: bool = False
+    # A job's workers placed as one unit, packed (`autoscaler.sim.packing`); else as
+    # kube-scheduler places each pod with the operator's packing affinity.
+    planned_placement: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -97,6 +100,7 @@ class Simulation:
             nodes=self.config.node_sizes(),
             restart_seconds=self.config.restart_seconds,
             torchft_seconds=self.config.torchft_pause_seconds,
+            planned=self.config.planned_placement,
         )
         self.cluster = SimCluster(
             self.state,

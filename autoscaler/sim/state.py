@@ -7,6 +7,12 @@ Rules (documented once, here):
   else the emptiest. With 1-GPU pods whether a pod binds depends on the total only. Throughput
   assumes packed workers, and the run's spread share says how often they were not; a job given
   `split_rates` runs at those while its workers are on more than one node.
+- With the planned placement (`autoscaler.sim.packing`, a measurement: the operator does not
+  place so) no pod is placed one by one: at each instant torchrun jobs whose workers restart now,
+  or that can grow, are re-placed as units (the most GPUs first), each with the most of its spec
+  that packs (a growing one keeps its place when no growth packs), then queued jobs start in
+  arrival order with the most of their spec that packs, at least their minimum. Pods that do not
+  pack wait. torchft jobs grow as the scheduler places them.
 - A job's pods are bound as a gang for its minimum: an arrived job waits in a FIFO queue until
   `min_replicas` pods fit at once; the queue is scanned in arrival order and a later job whose
   minimum fits starts even if an earlier one still waits (Kubernetes binds any pod that fits).
@@ -32,11 +38,12 @@ Rules (documented once, here):
   its batch at zero iterations/s on `min_replicas` workers.
 """
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from autoscaler.api.worker_indices import leaving, lowest_free
+from autoscaler.sim.packing import fewest_nodes, kept, packed
 from autoscaler.sim.placement import pick_node
 from autoscaler.sim.profiles import Profile
 from autoscaler.sim.workload import WorkloadJob
@@ -121,8 +128,11 @@ class SimState:
         nodes: Sequence[int],
         restart_seconds: float,
         torchft_seconds: float = 0.0,
+        planned: bool = False,
     ) -> None:
         self.jobs = jobs
+        # The planned placement (`autoscaler.sim.packing`) instead of the scheduler's.
+        self.planned = planned
         self.capacity = tuple(nodes)  # GPUs per node
         self.free = list(nodes)  # free GPUs per node
         self.total_gpus = sum(nodes)
@@ -226,25 +236,96 @@ class SimState:
 
     def schedule(self) -> list[SimJob]:
         """Bind what fits: queued minimums first (FIFO), then pending pods. Returns started jobs."""
+        if self.planned:
+            return self._schedule_planned()
         started = []
         for job in self.jobs:
             if job.phase is Phase.QUEUED and self._bind(job, job.spec.min_replicas, gang=True):
-                job.phase = Phase.RUNNING
-                job.start = self.now if job.start is None else job.start
-                job.stall_until = self.now
-                if job.resuming:  # a resume reloads its checkpoint: the stall of a restart
-                    job.resuming = False
-                    job.last_rescale = self.now  # counted at its suspension
-                    job.stall_until = self.now + self.restart_seconds
+                self._started(job)
                 started.append(job)
         for job in self.jobs:
             pending = job.replicas - job.active
             if job.phase is not Phase.RUNNING or pending <= 0:
                 continue
-            grew = self._bind(job, pending, gang=False)
-            if grew and job.start != self.now:  # pods bound at the start are part of the start
-                self._restarted(job)
+            self._grow(job, pending)
         return started
+
+    def _started(self, job: SimJob) -> None:
+        job.phase = Phase.RUNNING
+        job.start = self.now if job.start is None else job.start
+        job.stall_until = self.now
+        if job.resuming:  # a resume reloads its checkpoint: the stall of a restart
+            job.resuming = False
+            job.last_rescale = self.now  # counted at its suspension
+            job.stall_until = self.now + self.restart_seconds
+
+    def _grow(self, job: SimJob, pending: int) -> None:
+        """Bind `pending` pods one by one as kube-scheduler would; growing restarts the job."""
+        grew = self._bind(job, pending, gang=False)
+        if grew and job.start != self.now:  # pods bound at the start are part of the start
+            self._restarted(job)
+
+    def _schedule_planned(self) -> list[SimJob]:
+        """The planned placement: torchrun jobs that restart now, or can grow, re-placed as units
+        (the most GPUs first), then queued jobs started packed (FIFO); torchft jobs grow as the
+        scheduler places them (their workers never restart)."""
+        running = [job for job in self.jobs if job.phase is Phase.RUNNING]
+        restarting = [job for job in running if self.now in (job.last_rescale, job.start)]
+        growing = [job for job in running if job.replicas > job.active and job not in restarting]
+        units = [job for job in restarting + growing if not job.spec.torchft]
+        for job in sorted(units, key=lambda job: -job.replicas * job.spec.gpus_per_replica):
+            self._replace(job, grows=job in growing)
+        started = []
+        for job in self.jobs:
+            if job.phase is Phase.QUEUED and self._place_packed(job, low=job.spec.min_replicas):
+                self._started(job)
+                started.append(job)
+        for job in running:
+            if job.spec.torchft and job.replicas > job.active:
+                self._grow(job, job.replicas - job.active)
+        return started
+
+    def _replace(self, job: SimJob, *, grows: bool) -> None:
+        """Re-place a running torchrun job packed: all of its spec that packs (a growing one:
+        more than it runs, else it stays as it is)."""
+        size = job.spec.gpus_per_replica
+        if grows and max(self.free) < size:
+            return
+        before = dict(job.pods)
+        self._release(job, keep=0)
+        low = len(before) + 1 if grows else job.spec.min_replicas
+        if self._place_packed(job, low=low, current=before):
+            if grows:
+                self._restarted(job)
+        elif grows:  # no packed growth: it stays where it was
+            job.pods = before
+            for node in before.values():
+                self.free[node] -= size
+        else:  # not even its minimum packs: as few nodes as hold it
+            target = fewest_nodes(self.free, count=job.replicas, size=size)
+            self._move(job, current=before, target=target)
+
+    def _place_packed(
+        self, job: SimJob, *, low: int, current: Mapping[int, int] | None = None
+    ) -> bool:
+        """Place the most of `job`'s spec, at least `low` pods, packed; False if none."""
+        target = packed(
+            self.free, low=low, high=job.replicas, size=job.spec.gpus_per_replica,
+            per_node=self.gpus_per_node,
+        )  # fmt: skip
+        if target is None:
+            return False
+        self._move(job, current=current or {}, target=target)
+        return True
+
+    def _move(self, job: SimJob, *, current: Mapping[int, int], target: list[int]) -> None:
+        """Bind `job` (no pod bound) on `target`, keeping the indices of `current` pods whose
+        node stays in it."""
+        stay, fill = kept(current, target)
+        job.pods = {index: current[index] for index in stay}
+        job.pods.update(zip(lowest_free(job.pods, count=len(fill)), fill, strict=True))
+        for node in target:
+            self.free[node] -= job.spec.gpus_per_replica
 
     def _bind(self, job: SimJob, count: int, *, gang: bool) -> bool:
         """Place up to `count` pods one by one as kube-scheduler would (all or none when `gang`);
