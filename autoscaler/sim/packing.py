@@ -5,9 +5,9 @@ cluster leaves jobs spread over more nodes than their GPUs fill (the engine's cu
 them packed). The planned placement is the alternative the simulator measures against it; the
 operator does not place pods so:
 - a job's workers are placed together, at its start, whenever they restart anyway (a torchrun
-  job's count changed) and whenever it can grow, on as few nodes as possible: the roomiest nodes first, the last
-  workers on the tightest node that holds them all, so that roomy nodes stay whole for larger
-  jobs;
+  job's count changed) and whenever it can grow, on as few nodes as possible: the roomiest nodes
+  first, the last workers on the tightest node that holds them all, so that roomy nodes stay
+  whole for larger jobs;
 - a job takes the most workers, up to its spec, that it can have packed; those it cannot wait
   (their pods held back) and are placed at a later instant, when room frees up;
 - a re-placed job keeps every worker whose node stays in its placement: only the others move.
