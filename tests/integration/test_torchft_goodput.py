@@ -5,7 +5,9 @@ Each quorum change makes every group choose the batch again for the participants
 groups must agree on it at every step (they fit the same model from the same averaged step
 times), the learning rate must follow AdaScale at every committed step, the noise scale must be
 measured across the groups, and the job's progress in samples at B0 must be the sum of its steps'
-B x E(B) and reach its work. Real torchft and no cluster: the integration tier, which has the
+B x E(B) and reach its work. The work declared is more than any run trains, and is cut once group
+0 trains alone again, so that no machine is fast enough to finish it before the second group
+joins. Real torchft and no cluster: the integration tier, which has the
 PyTorch environment's fixture; the engine's side of a torchft job is in the e2e tier.
 """
 
@@ -23,6 +25,7 @@ import pytest
 from autoscaler import fault_tolerance as ft
 from autoscaler.goodput.efficiency import GradientNoise, efficiency, gain
 from autoscaler.training.adaptation import RECHOOSE_EVERY
+from autoscaler.training.files import write_atomically
 from tests.support.controlplane import REPO_ROOT
 from tests.support.polling import wait_for
 from tests.support.processes import free_port, stop_process
@@ -30,7 +33,9 @@ from tests.support.processes import free_port, stop_process
 EXAMPLE = REPO_ROOT / "examples" / "torchft" / "train.py"
 BASE = 128  # B0, also the example's batch per group
 LEARNING_RATE = 0.01  # the example's rate for its batch, here B0's
-WORK = 40_000  # samples at B0: the leaving group's steps are a part of it
+WORK = 2_000_000  # samples at B0, declared: cut once the checks have their steps
+MARGIN = 10 * BASE  # samples at B0 trained past the cut
+ALONE_AGAIN = 5  # group 0's steps alone after group 1 left, before the cut
 GOODPUT = [f"--base-batch={BASE}", "--max-local-batch=512", "--max-global-batch=2048"]
 STOPPED_BY_SIGNAL = 128 + signal.SIGTERM  # the example's clean stop at a step boundary
 TIMEOUT = 240  # each wait, with the rest of the integration tier beside it on two cores
@@ -68,8 +73,9 @@ class Groups:
             "MASTER_PORT": str(free_port()),
         }
         argv = [
-            "python", str(EXAMPLE), f"--total-samples={WORK}", f"--batch-size={BASE}",
-            f"--events={self.events(group)}", "--metrics-port=0", *GOODPUT,
+            "python", str(EXAMPLE), f"--total-samples={WORK}", f"--work-file={self.work_file}",
+            f"--batch-size={BASE}", f"--events={self.events(group)}", "--metrics-port=0",
+            *GOODPUT,
         ]  # fmt: skip
         self._spawn(group, argv, env)
 
@@ -87,10 +93,23 @@ class Groups:
     def events(self, group: str) -> Path:
         return self.workdir / f"events-{group}.jsonl"
 
-    def trained_with(self, group: str, participants: int) -> bool:
-        return any(
+    @property
+    def work_file(self) -> Path:
+        return self.workdir / "work"
+
+    def cut_work(self, group: str) -> float:
+        """Lowers the job's work to MARGIN past `group`'s progress; returns the new work."""
+        total = float(self.commits(group)[-1]["progress"]) + MARGIN
+        write_atomically(self.work_file, lambda file: file.write(f"{total}\n".encode()))
+        return total
+
+    def trained_with(
+        self, group: str, participants: int, *, steps: int = 1, after: int = 0
+    ) -> bool:
+        """`group` committed `steps` steps with `participants` among its commits from `after`."""
+        return steps <= sum(
             e["ok"] and e["participants"] == participants and not e["healing"]
-            for e in self.commits(group)
+            for e in self.commits(group)[after:]
         )
 
     def wait(self, predicate: Callable[[], object], *, what: str) -> None:
@@ -130,6 +149,12 @@ def test_torchft_groups_choose_the_batch_at_every_quorum_and_count_goodput_progr
         lambda: len(groups.commits("1")) >= joined + 2 * RECHOOSE_EVERY, what="two re-choices"
     )
     assert stop_process(groups.procs["1"]) == STOPPED_BY_SIGNAL, groups.log()
+    left = len(groups.commits("0"))
+    groups.wait(
+        lambda: groups.trained_with("0", 1, steps=ALONE_AGAIN, after=left),
+        what="group 0 training alone again",
+    )
+    work = groups.cut_work("0")
     groups.wait(lambda: groups.procs["0"].poll() is not None, what="group 0 finishing alone")
     assert groups.procs["0"].returncode == 0, groups.log()
 
@@ -140,7 +165,7 @@ def test_torchft_groups_choose_the_batch_at_every_quorum_and_count_goodput_progr
     assert last["phi"] is not None, last
     assert 0 < float(last["phi"]) < float("inf"), last
     assert float(last["progress"]) == pytest.approx(counted, rel=0.05)
-    assert float(last["progress"]) >= WORK
+    assert float(last["progress"]) >= work
     quorums = [e["participants"] for e in committed(alone)]
     assert 2 in quorums, quorums  # it trained with both groups,
     assert quorums[-1] == 1, quorums  # then alone
