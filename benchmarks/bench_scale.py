@@ -170,10 +170,6 @@ class FixedCurves:
     def last_errors(self) -> Mapping[JobKey, str]:
         return {}
 
-    @property
-    def window_seconds(self) -> float:
-        return 0.0  # each reading is the rate of its instant
-
 
 # -- cluster objects -------------------------------------------------------------------------------
 

@@ -50,19 +50,6 @@ def check_window(window: str) -> None:
         raise ValueError(f"window {window!r} is not a PromQL duration such as '2m'")
 
 
-_UNIT_SECONDS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1,
-                 "ms": 0.001}  # fmt: skip
-
-
-def duration_seconds(window: str) -> float:
-    """The seconds of a PromQL duration (`1m30s`: 90; a year is 365 days, as in PromQL)."""
-    check_window(window)
-    return sum(
-        float(amount) * _UNIT_SECONDS[unit]
-        for amount, unit in re.findall(r"(\d+)(y|w|d|h|ms|m|s)", window)
-    )
-
-
 def parse_result(result: Any) -> float | None:
     """The one sample of an instant query's `data.result`, None when absent or not a rate.
 
@@ -209,10 +196,6 @@ class PrometheusThroughput:
     def last_errors(self) -> Mapping[JobKey, str]:
         """Why each job of the latest `read` had no value because its query failed."""
         return dict(self._last_errors)
-
-    @property
-    def window_seconds(self) -> float:
-        return duration_seconds(self.window)
 
     def read(self, jobs: Sequence[ManagedJob], *, now: datetime) -> dict[JobKey, float | None]:
         """Samples/s of each job, as Prometheus evaluates it now.

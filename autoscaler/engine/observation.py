@@ -109,7 +109,6 @@ class Observation:
     ) -> dict[JobKey, Step | None]:
         """Fold this round's readings into each job's state; which jobs must keep their count."""
         config = self.config.settle
-        window = self.throughput.window_seconds
         holds = {}
         for job in jobs:
             state = self.states.get(job.key)
@@ -125,7 +124,6 @@ class Observation:
                 efficiency=efficiency,
                 now=now,
                 config=config,
-                window_seconds=window,
             )
             self.states[job.key] = state
             if job.held_back:  # no pods, so no reading: only its cooldown holds it

@@ -172,14 +172,6 @@ class ThroughputSource(Protocol):
         that simply has no data yet is not listed)."""
         ...
 
-    @property
-    def window_seconds(self) -> float:
-        """How far back a reading averages (0: the rate of an instant). A reading whose window
-        reaches back before the job's readings began (its counter was still, e.g. before its
-        first step) holds that idle time: the engine counts a reading only once the job's
-        readings have run unbroken for a whole window."""
-        ...
-
 
 @dataclass(frozen=True)
 class StepTime:

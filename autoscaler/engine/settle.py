@@ -32,11 +32,9 @@ def observe(
     config: SettleConfig,
     samples_done: float | None = None,
     efficiency: float = 1.0,
-    window_seconds: float = 0.0,
 ) -> JobState:
     """The state with this round's reading, attributed to the count only once the job is steady
-    (`settle_seconds` after its start, its last rescale and its last recovery, see `recover`)
-    and its readings have run unbroken for a whole window (`window_seconds`, the reading's);
+    (`settle_seconds` after its start, its last rescale and its last recovery, see `recover`);
     `samples_done`: the progress the job reported, if it did; `efficiency`: the statistical
     efficiency of the batch it ran at since the last round (1 unless it is sized by goodput)."""
     if state.replicas is not None and state.replicas != job.replicas:  # someone else rescaled it
@@ -52,27 +50,10 @@ def observe(
     )
     running = running_count(job)
     steady = running is not None and now - steady_since >= timedelta(seconds=config.settle_seconds)
-    since = readings_began(
-        state.readings_since, reading=reading, steady_since=steady_since, now=now
-    )
-    update["readings_since"] = since
-    whole = since is not None and now - since >= timedelta(seconds=window_seconds)
-    if reading is not None and running is not None and steady and whole:
+    if reading is not None and running is not None and steady:
         point = Point(samples_per_second=reading, observed_at=now)
         update["throughput"] = {**state.throughput, running: point}
     return state.model_copy(update=update)  # one copy: 5,000 jobs are observed every round
-
-
-def readings_began(
-    since: datetime | None, *, reading: float | None, steady_since: datetime, now: datetime
-) -> datetime | None:
-    """When the job's unbroken run of readings began, as of this round: a round without one ends
-    the run, and so does a start, rescale or recovery after it began. Until a window has passed
-    since, a window-averaged reading still holds time before the run (a counter that stood
-    still, e.g. before the first step: the integration test of the engine read half the rate)."""
-    if reading is None:
-        return None
-    return now if since is None or since < steady_since else since
 
 
 def accounted(

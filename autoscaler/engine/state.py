@@ -130,8 +130,6 @@ class JobState(BaseModel):
     # The marks are this engine's own observations, never stored: a new leader sees afresh.
     disturbance: str = ""
     disturbed_at: datetime | None = None
-    # When the job's unbroken run of readings at its count began (`settle.readings_began`).
-    readings_since: datetime | None = Field(default=None, exclude=True)
     restarts_seen: int | None = Field(default=None, exclude=True)
     progress_samples: float | None = Field(default=None, exclude=True)
     progressed_at: datetime | None = Field(default=None, exclude=True)

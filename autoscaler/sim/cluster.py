@@ -200,10 +200,6 @@ class SimThroughput:
     def last_errors(self) -> Mapping[JobKey, str]:
         return {}  # the simulated source never fails: a job without a value has no data yet
 
-    @property
-    def window_seconds(self) -> float:
-        return 0.0  # the rate of the instant: constant between restarts
-
     def progress(self, jobs: Sequence[ManagedJob], *, now: datetime) -> Mapping[JobKey, Progress]:
         """Samples trained so far by each job that runs, as the training helper reports them."""
         found = [self._running(job) for job in jobs]

@@ -9,12 +9,7 @@ from typing import Any
 
 import pytest
 
-from autoscaler.clients.prometheus import (
-    PrometheusThroughput,
-    check_window,
-    duration_seconds,
-    parse_result,
-)
+from autoscaler.clients.prometheus import PrometheusThroughput, check_window, parse_result
 from autoscaler.engine.ports import ManagedJob, Owner
 from autoscaler.engine.throughput_query import check_template, escape_string, render_query
 from autoscaler.metrics_contract import (
@@ -219,19 +214,3 @@ def test_training_helper_imports_no_cluster_clients() -> None:
         [sys.executable, "-c", code], check=True, capture_output=True, text=True
     ).stdout
     assert out.strip() == "[]"
-
-
-@pytest.mark.parametrize(
-    ("window", "seconds"),
-    [
-        ("2m", 120.0),
-        ("4s", 4.0),
-        ("1m30s", 90.0),
-        ("1h", 3600.0),
-        ("500ms", 0.5),
-        ("1d2h", 93600.0),
-    ],
-)
-def test_a_window_is_read_in_seconds(window: str, seconds: float) -> None:
-    assert duration_seconds(window) == seconds
-    assert PrometheusThroughput(url="http://127.0.0.1:9", window=window).window_seconds == seconds

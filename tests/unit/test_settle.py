@@ -1,6 +1,6 @@
 """Every settle step alone, as tables, with time injected."""
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -88,45 +88,6 @@ def test_a_reading_is_attributed_to_the_count_only_once_steady(
     after = observe(the_job, state, reading=50.0, now=NOW, config=CONFIG)
     assert (the_job.replicas in after.throughput) is recorded
     assert after.replicas == the_job.replicas
-
-
-WINDOW = 30.0  # seconds a reading averages over
-
-
-@pytest.mark.parametrize(
-    ("since", "reading", "last_rescale", "began", "recorded"),
-    [
-        pytest.param(None, 50.0, None, 0, False, id="the first reading: its window is not whole"),
-        pytest.param(-20, 50.0, None, -20, False, id="readings for 20 s of a 30 s window"),
-        pytest.param(-30, 50.0, None, -30, True, id="readings for a whole window"),
-        pytest.param(-90, None, None, None, False, id="a round without a reading ends the run"),
-        pytest.param(-600, 50.0, -120, 0, False, id="readings from before the last rescale"),
-        pytest.param(-90, 50.0, -120, -90, True, id="readings since the rescale"),
-    ],
-)
-def test_a_reading_counts_once_readings_have_run_for_a_whole_window(
-    since: int | None,
-    reading: float | None,
-    last_rescale: int | None,
-    began: int | None,
-    recorded: bool,
-) -> None:
-    """A window-averaged reading reaching back before the job's readings began holds that time
-    (a counter still before the first step): half the rate, half a window after it."""
-
-    def at(seconds: int | None) -> datetime | None:
-        return None if seconds is None else NOW + timedelta(seconds=seconds)
-
-    state = JobState(replicas=4, readings_since=at(since), last_rescale=at(last_rescale))
-    after = observe(job(), state, reading=reading, now=NOW, config=CONFIG, window_seconds=WINDOW)
-    assert after.readings_since == at(began)
-    assert (4 in after.throughput) is recorded
-
-
-def test_the_run_of_readings_is_not_stored() -> None:
-    """A new leader sees afresh: it waits a window of its own readings."""
-    state = JobState(replicas=4, readings_since=NOW)
-    assert "readings_since" not in state.to_json()
 
 
 def test_a_count_changed_by_someone_else_counts_as_a_rescale() -> None:
