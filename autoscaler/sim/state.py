@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from autoscaler.api.worker_indices import leaving, lowest_free
-from autoscaler.sim.packing import fewest_nodes, kept, packed
+from autoscaler.sim.packing import fewest_nodes, kept, nodes_needed, packed
 from autoscaler.sim.placement import pick_node
 from autoscaler.sim.profiles import Profile
 from autoscaler.sim.workload import WorkloadJob
@@ -107,7 +107,7 @@ class SimJob:
 
 def is_spread(pods: Collection[int], *, gpus_per_replica: int, gpus_per_node: int) -> bool:
     """Pods (their node indices) on more nodes than their GPUs fill: the rates assume fewest."""
-    needed = -(-len(pods) * gpus_per_replica // gpus_per_node)
+    needed = nodes_needed(len(pods), size=gpus_per_replica, per_node=gpus_per_node)
     return len(set(pods)) > needed
 
 

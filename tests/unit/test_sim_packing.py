@@ -26,7 +26,7 @@ def test_nodes_needed_is_the_fewest_nodes_the_gpus_fill(
     ("free", "count", "size", "nodes"),
     [
         pytest.param([4, 2, 3], 2, 1, [1, 1], id="the tightest node that holds them all"),
-        pytest.param([4, 2, 3], 3, 1, [2, 2, 2], id="a tie of room is not needed: 3 fits 3"),
+        pytest.param([4, 2, 3], 3, 1, [2, 2, 2], id="3 pods: the tightest node that holds them"),
         pytest.param([1, 4, 3, 4], 6, 1, [1, 1, 1, 1, 2, 2], id="the roomiest, then the tightest"),
         pytest.param([1, 1, 1], 2, 1, [0, 1], id="spread when nothing holds them"),
         pytest.param([1, 2], 5, 1, [1, 1, 0], id="fewer pods when the GPUs hold fewer"),
