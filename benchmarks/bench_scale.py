@@ -170,6 +170,10 @@ class FixedCurves:
     def last_errors(self) -> Mapping[JobKey, str]:
         return {}
 
+    @property
+    def window_seconds(self) -> float:
+        return 0.0
+
 
 # -- cluster objects -------------------------------------------------------------------------------
 

@@ -38,6 +38,15 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT = 5.0
 MAX_ERROR_CHARS = 500
 _DURATION = re.compile(r"(?:\d+(?:y|w|d|h|ms|m|s))+")
+_UNIT_SECONDS = {
+    "y": 31_536_000,
+    "w": 604_800,
+    "d": 86_400,
+    "h": 3_600,
+    "m": 60,
+    "s": 1,
+    "ms": 0.001,
+}
 
 
 class TransportError(Exception):
@@ -48,6 +57,13 @@ def check_window(window: str) -> None:
     """Raise ValueError unless `window` is a PromQL duration such as `2m` or `1m30s`."""
     if not _DURATION.fullmatch(window):
         raise ValueError(f"window {window!r} is not a PromQL duration such as '2m'")
+
+
+def duration_seconds(duration: str) -> float:
+    """A PromQL duration (`1m30s`, `500ms`) in seconds."""
+    check_window(duration)
+    parts = re.findall(r"(\d+)(ms|y|w|d|h|m|s)", duration)
+    return sum(int(number) * _UNIT_SECONDS[unit] for number, unit in parts)
 
 
 def parse_result(result: Any) -> float | None:
@@ -196,6 +212,11 @@ class PrometheusThroughput:
     def last_errors(self) -> Mapping[JobKey, str]:
         """Why each job of the latest `read` had no value because its query failed."""
         return dict(self._last_errors)
+
+    @property
+    def window_seconds(self) -> float:
+        """The template's rate window: how far back a reading reaches."""
+        return duration_seconds(self.window)
 
     def read(self, jobs: Sequence[ManagedJob], *, now: datetime) -> dict[JobKey, float | None]:
         """Samples/s of each job, as Prometheus evaluates it now.

@@ -124,6 +124,7 @@ class Observation:
                 efficiency=efficiency,
                 now=now,
                 config=config,
+                window_seconds=self.throughput.window_seconds,
             )
             self.states[job.key] = state
             if job.held_back:  # no pods, so no reading: only its cooldown holds it

@@ -172,6 +172,11 @@ class ThroughputSource(Protocol):
         that simply has no data yet is not listed)."""
         ...
 
+    @property
+    def window_seconds(self) -> float:
+        """How far back a reading reaches (0: the rate at an instant)."""
+        ...
+
 
 @dataclass(frozen=True)
 class StepTime:

@@ -31,6 +31,18 @@ def running_count(job: ManagedJob) -> int | None:
     return job.active if job.min_replicas <= job.active < job.replicas else None
 
 
+def formed(job: ManagedJob, state: JobState, *, now: datetime) -> tuple[int | None, datetime]:
+    """The world the job runs now (its running count) and since when: now when the count
+    changed; the job's creation when this engine first sees it, so that a new leader does not
+    wait out a settle window for worlds long formed."""
+    running = running_count(job)
+    if state.world_since is None:
+        return running, job.created
+    if running != state.world:
+        return running, now
+    return running, state.world_since
+
+
 def rescaling(job: ManagedJob, state: JobState, *, now: datetime, config: SettleConfig) -> bool:
     """Whether the job is within `settle_seconds` of its start or its last rescale."""
     since = max(job.created, state.last_rescale or job.created)

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.ports import JobKey, ManagedJob
-from autoscaler.engine.recovery import recover, recovering, running_count
+from autoscaler.engine.recovery import formed, recover, recovering, running_count
 from autoscaler.engine.state import JobState, Point, Step, StepName
 from autoscaler.engine.waiting import waiting
 from autoscaler.policies.rounding import ceil_count, floor_count
@@ -32,9 +32,12 @@ def observe(
     config: SettleConfig,
     samples_done: float | None = None,
     efficiency: float = 1.0,
+    window_seconds: float = 0.0,
 ) -> JobState:
-    """The state with this round's reading, attributed to the count only once the job is steady
-    (`settle_seconds` after its start, its last rescale and its last recovery, see `recover`);
+    """The state with this round's reading, attributed to the count only once the job is steady:
+    `settle_seconds` after its start, its last rescale and its last recovery (see `recover`), and
+    `window_seconds` (how far back a reading reaches) after its world formed at the count it runs
+    (see `formed`), since pods slow to start leave its counters standing still meanwhile;
     `samples_done`: the progress the job reported, if it did; `efficiency`: the statistical
     efficiency of the batch it ran at since the last round (1 unless it is sized by goodput)."""
     if state.replicas is not None and state.replicas != job.replicas:  # someone else rescaled it
@@ -45,11 +48,17 @@ def observe(
     update |= accounted(
         job, state, reading, samples_done=samples_done, efficiency=efficiency, now=now
     )
-    steady_since = max(
+    update["world"], world_since = formed(job, state, now=now)
+    update["world_since"] = world_since
+    settled_since = max(
         job.created, state.last_rescale or job.created, state.disturbed_at or job.created
     )
     running = running_count(job)
-    steady = running is not None and now - steady_since >= timedelta(seconds=config.settle_seconds)
+    steady = (
+        running is not None
+        and now - settled_since >= timedelta(seconds=config.settle_seconds)
+        and now - world_since >= timedelta(seconds=window_seconds)
+    )
     if reading is not None and running is not None and steady:
         point = Point(samples_per_second=reading, observed_at=now)
         update["throughput"] = {**state.throughput, running: point}

@@ -133,6 +133,10 @@ class JobState(BaseModel):
     restarts_seen: int | None = Field(default=None, exclude=True)
     progress_samples: float | None = Field(default=None, exclude=True)
     progressed_at: datetime | None = Field(default=None, exclude=True)
+    # The count the job runs a world at (None: none) and since when this engine has seen it so
+    # (the job's creation if so when first seen): a reading counts once its window lies after that.
+    world: int | None = Field(default=None, exclude=True)
+    world_since: datetime | None = Field(default=None, exclude=True)
     decisions: list[DecisionRecord] = []  # the latest few different ones, newest last
     goodput: PricedBatch | None = None  # a goodput job's latest pricing at its settled count
 

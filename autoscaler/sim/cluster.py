@@ -200,6 +200,10 @@ class SimThroughput:
     def last_errors(self) -> Mapping[JobKey, str]:
         return {}  # the simulated source never fails: a job without a value has no data yet
 
+    @property
+    def window_seconds(self) -> float:
+        return 0.0  # a reading is the rate at the simulation's instant
+
     def progress(self, jobs: Sequence[ManagedJob], *, now: datetime) -> Mapping[JobKey, Progress]:
         """Samples trained so far by each job that runs, as the training helper reports them."""
         found = [self._running(job) for job in jobs]

@@ -9,7 +9,12 @@ from typing import Any
 
 import pytest
 
-from autoscaler.clients.prometheus import PrometheusThroughput, check_window, parse_result
+from autoscaler.clients.prometheus import (
+    PrometheusThroughput,
+    check_window,
+    duration_seconds,
+    parse_result,
+)
 from autoscaler.engine.ports import ManagedJob, Owner
 from autoscaler.engine.throughput_query import check_template, escape_string, render_query
 from autoscaler.metrics_contract import (
@@ -129,6 +134,25 @@ def test_check_window_accepts_durations(window: str) -> None:
 def test_check_window_rejects_the_rest(window: str) -> None:
     with pytest.raises(ValueError, match="duration"):
         check_window(window)
+
+
+@pytest.mark.parametrize(
+    ("window", "seconds"),
+    [
+        ("2m", 120.0),
+        ("30s", 30.0),
+        ("1m30s", 90.0),
+        ("500ms", 0.5),
+        ("1h", 3600.0),
+        ("1w2d", 777600.0),
+    ],
+)
+def test_a_window_is_read_in_seconds(window: str, seconds: float) -> None:
+    assert duration_seconds(window) == pytest.approx(seconds)
+    assert (
+        PrometheusThroughput(url="http://prometheus.invalid", window=window).window_seconds
+        == seconds
+    )
 
 
 # -- result rules ----------------------------------------------------------------------------------

@@ -85,9 +85,61 @@ def test_only_finite_positive_throughput_is_a_reading(
 def test_a_reading_is_attributed_to_the_count_only_once_steady(
     the_job: ManagedJob, state: JobState, recorded: bool
 ) -> None:
-    after = observe(the_job, state, reading=50.0, now=NOW, config=CONFIG)
+    after = observe(the_job, state, reading=50.0, now=NOW, config=CONFIG, window_seconds=WINDOW)
     assert (the_job.replicas in after.throughput) is recorded
     assert after.replicas == the_job.replicas
+
+
+WINDOW = 20.0
+
+
+@pytest.mark.parametrize(
+    ("world", "seen_ago", "recorded"),
+    [
+        (4, 30, True),  # the window lies after the world formed
+        (4, 20, True),
+        (4, 10, False),  # the window reaches back before it: its counters may have stood still
+        (None, 3600, False),  # no world until now
+        (3, 3600, False),  # another world until now
+    ],
+)
+def test_a_reading_counts_once_its_window_lies_after_the_world_formed(
+    world: int | None, seen_ago: int, recorded: bool
+) -> None:
+    state = JobState(replicas=4, world=world, world_since=NOW - timedelta(seconds=seen_ago))
+    after = observe(job(), state, reading=50.0, now=NOW, config=CONFIG, window_seconds=WINDOW)
+    assert (4 in after.throughput) is recorded
+
+
+def test_pods_slow_to_start_are_read_a_window_after_they_run_not_after_the_job_was_made() -> None:
+    """A job's pods may start long after it was made: its counters stand still meanwhile, and a
+    window reaching back before its first step reads a fraction of the rate."""
+    made = NOW - timedelta(seconds=100)
+    starting, running = job(created=made, active=0), job(created=made)
+    state = observe(
+        starting, JobState(), reading=None, now=NOW, config=CONFIG, window_seconds=WINDOW
+    )
+    assert (state.world, state.world_since) == (None, made)  # first seen: as old as the job
+    later = NOW + timedelta(seconds=10)
+    state = observe(running, state, reading=20.0, now=later, config=CONFIG, window_seconds=WINDOW)
+    assert (state.world, state.world_since, state.throughput) == (4, later, {})
+    after_window = later + timedelta(seconds=WINDOW)
+    state = observe(
+        running, state, reading=50.0, now=after_window, config=CONFIG, window_seconds=WINDOW
+    )
+    assert state.throughput[4].samples_per_second == 50.0
+    assert state.world_since == later
+
+
+def test_a_new_engine_counts_readings_of_a_world_formed_before_it_at_once() -> None:
+    """A new leader first seeing a running job dates its world to the job's creation: it does
+    not wait out a settle window for every job of the cluster."""
+    after = observe(
+        job(), JobState(replicas=4), reading=50.0, now=NOW, config=CONFIG, window_seconds=WINDOW
+    )
+    assert after.world_since == NOW - timedelta(hours=1)
+    assert after.throughput[4].samples_per_second == 50.0
+    assert "world" not in after.to_json()  # this engine's own mark, like the recovery marks
 
 
 def test_a_count_changed_by_someone_else_counts_as_a_rescale() -> None:
