@@ -37,7 +37,8 @@ def observe(
     """The state with this round's reading, attributed to the count only once the job is steady:
     `settle_seconds` after its start, its last rescale and its last recovery (see `recover`), and
     `window_seconds` (how far back a reading reaches) after its world formed at the count it runs
-    (see `formed`), since pods slow to start leave its counters standing still meanwhile;
+    (see `formed`) and after its readings resumed from a round without one: a window reaching
+    back before either holds counters that stood still or a series that began inside it;
     `samples_done`: the progress the job reported, if it did; `efficiency`: the statistical
     efficiency of the batch it ran at since the last round (1 unless it is sized by goodput)."""
     if state.replicas is not None and state.replicas != job.replicas:  # someone else rescaled it
@@ -50,19 +51,33 @@ def observe(
     )
     update["world"], world_since = formed(job, state, now=now)
     update["world_since"] = world_since
+    update["reading_since"] = reading_since = readings_since(job, state, reading, now=now)
     settled_since = max(
         job.created, state.last_rescale or job.created, state.disturbed_at or job.created
     )
     running = running_count(job)
+    window = timedelta(seconds=window_seconds)
     steady = (
-        running is not None
+        reading_since is not None
         and now - settled_since >= timedelta(seconds=config.settle_seconds)
-        and now - world_since >= timedelta(seconds=window_seconds)
+        and now - max(world_since, reading_since) >= window
     )
     if reading is not None and running is not None and steady:
         point = Point(samples_per_second=reading, observed_at=now)
         update["throughput"] = {**state.throughput, running: point}
     return state.model_copy(update=update)  # one copy: 5,000 jobs are observed every round
+
+
+def readings_since(
+    job: ManagedJob, state: JobState, reading: float | None, *, now: datetime
+) -> datetime | None:
+    """Since when every round had a reading (None: this one has none); as old as the job when
+    this engine first sees it (see `formed`)."""
+    if reading is None:
+        return None
+    if state.world_since is None:
+        return job.created
+    return state.reading_since or now
 
 
 def accounted(

@@ -137,6 +137,9 @@ class JobState(BaseModel):
     # (the job's creation if so when first seen): a reading counts once its window lies after that.
     world: int | None = Field(default=None, exclude=True)
     world_since: datetime | None = Field(default=None, exclude=True)
+    # Since when every round had a reading (None: not this round): after a gap, a rate window
+    # reaching back into it reads a series that began inside it, too low.
+    reading_since: datetime | None = Field(default=None, exclude=True)
     decisions: list[DecisionRecord] = []  # the latest few different ones, newest last
     goodput: PricedBatch | None = None  # a goodput job's latest pricing at its settled count
 

@@ -106,7 +106,13 @@ WINDOW = 20.0
 def test_a_reading_counts_once_its_window_lies_after_the_world_formed(
     world: int | None, seen_ago: int, recorded: bool
 ) -> None:
-    state = JobState(replicas=4, world=world, world_since=NOW - timedelta(seconds=seen_ago))
+    long_ago = NOW - timedelta(hours=1)
+    state = JobState(
+        replicas=4,
+        world=world,
+        world_since=NOW - timedelta(seconds=seen_ago),
+        reading_since=long_ago,
+    )
     after = observe(job(), state, reading=50.0, now=NOW, config=CONFIG, window_seconds=WINDOW)
     assert (4 in after.throughput) is recorded
 
@@ -129,6 +135,23 @@ def test_pods_slow_to_start_are_read_a_window_after_they_run_not_after_the_job_w
     )
     assert state.throughput[4].samples_per_second == 50.0
     assert state.world_since == later
+
+
+def test_after_a_round_without_a_reading_readings_count_once_a_window_has_passed() -> None:
+    """A series that began (or resumed, after an outage) inside a rate window is divided by the
+    whole window: the first readings after a gap are too low."""
+    state = JobState(replicas=4, reading_since=NOW - timedelta(hours=1))
+    gap = observe(job(), state, reading=None, now=NOW, config=CONFIG, window_seconds=WINDOW)
+    assert gap.reading_since is None
+    rounds = [NOW + timedelta(seconds=seconds) for seconds in (10, 20, 30)]
+    seen = [gap]
+    for at, value in zip(rounds, (30.0, 45.0, 50.0), strict=True):
+        seen.append(
+            observe(job(), seen[-1], reading=value, now=at, config=CONFIG, window_seconds=WINDOW)
+        )
+    assert [after.reading_since for after in seen[1:]] == [rounds[0]] * 3
+    assert [4 in after.throughput for after in seen[1:]] == [False, False, True]
+    assert seen[-1].throughput[4].samples_per_second == 50.0
 
 
 def test_a_new_engine_counts_readings_of_a_world_formed_before_it_at_once() -> None:
