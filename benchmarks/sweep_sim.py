@@ -40,7 +40,7 @@ mean JCT summed over the workloads; every job declares its work unless `--declar
 `--preemptible` every job may be held back, so the policy starts waiting jobs; with
 `--placement-rates` a goodput job that fits one node but runs on several is charged the cross-node
 rate; with `--planned-placement` a job's workers are placed as one unit, packed
-(`autoscaler.sim.packing`: a placement the simulator measures, which the operator does not make).
+(`autoscaler.api.packing`: the operator's `--planned-placement`).
 """
 
 import argparse

@@ -35,6 +35,15 @@ def add_pod_arguments(sub: Any) -> None:
         help="a YAML list of init containers using {{.MasterAddr}}, {{.InitContainerImage}} "
         "and {{.MaxTries}} (upstream's format); without the default file, upstream's container",
     )
+    sub.add_argument(
+        "--planned-placement",
+        default="",
+        metavar="RESOURCE",
+        help="place each elastic torchrun job's workers that request RESOURCE (e.g. "
+        "nvidia.com/gpu) as one unit on as few nodes as they fill: held by a scheduling gate "
+        "until they pack, then pinned to their nodes; a rescale may move workers (never "
+        "worker-0). Unset: kube-scheduler places them, drawn to the job's own workers",
+    )
 
 
 def pod_settings(args: argparse.Namespace) -> PodSettings:
@@ -56,4 +65,4 @@ def pod_settings(args: argparse.Namespace) -> PodSettings:
         )
     except ValueError as error:
         raise SettingsError(str(error)) from None
-    return PodSettings(init=init)
+    return PodSettings(init=init, placement_resource=args.planned_placement or None)

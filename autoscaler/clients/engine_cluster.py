@@ -25,14 +25,13 @@ from autoscaler.clients.capacity import free_capacity
 from autoscaler.clients.informer import Informer
 from autoscaler.clients.job_kinds import PYTORCHJOB, JobKind
 from autoscaler.clients.jobs import worker_health
-from autoscaler.clients.kube import PODS, ConflictError, Kube, NotFoundError, Resource
+from autoscaler.clients.kube import NODES, PODS, ConflictError, Kube, NotFoundError
 from autoscaler.clients.kueue_quota import QuotaReader, headroom
 from autoscaler.clients.recorder import EventRecorder, InFlight
 from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
 from autoscaler.observability.events import object_event
 
 JSON = dict[str, Any]
-NODES = Resource("", "v1", "nodes")
 SCALE_ATTEMPTS = 3
 SYNC_TIMEOUT = 60.0  # s for the first LISTs; past it the round fails and the next one waits again
 # Server-side timeout of the informers' watches: each re-opens that often (one request, in

@@ -61,6 +61,7 @@ class Resource:
 
 JOBS = Resource(c.GROUP, c.VERSION, c.PLURAL)
 PODS = Resource("", "v1", "pods")
+NODES = Resource("", "v1", "nodes")
 SERVICES = Resource("", "v1", "services")
 EVENTS = Resource("", "v1", "events")
 HPAS = Resource("autoscaling", "v2", "horizontalpodautoscalers")

@@ -9,7 +9,7 @@ import yaml
 
 from autoscaler.api import coordinates as c
 from autoscaler.api.models import JSON, PyTorchJob
-from autoscaler.controller import placement, rendezvous, torchft
+from autoscaler.controller import placement, planned_placement, rendezvous, torchft
 from autoscaler.controller.env import pytorch_container, torchrun_env, with_env
 from autoscaler.controller.gang import GangScheduler, decorate_pod, desired_podgroup
 from autoscaler.controller.naming import (
@@ -90,6 +90,8 @@ class PodSettings:
     """The operator's settings that shape every pod it builds (its command-line flags)."""
 
     init: InitContainers = InitContainers()
+    # --planned-placement: the resource whose workers the operator places (None: the scheduler).
+    placement_resource: str | None = None
 
 
 UPSTREAM_DEFAULTS = PodSettings()  # upstream's flag defaults
@@ -136,6 +138,10 @@ def desired_pod(
     ]
     if placement.wants_packing(job, replica_type=replica_type):
         pod_spec["affinity"] = placement.packed_with_workers(job, own=pod_spec.get("affinity"))
+    resource = settings.placement_resource
+    if resource and planned_placement.qualifies(job, replica_type=replica_type, resource=resource):
+        gates = list(pod_spec.get("schedulingGates") or [])
+        pod_spec["schedulingGates"] = [*gates, {"name": planned_placement.GATE}]
     restart = spec.restart_policy or c.DEFAULT_RESTART_POLICY
     pod_spec["restartPolicy"] = POD_RESTART_POLICY.get(restart, restart)
     if job.master is not None and replica_type == c.WORKER:

@@ -33,6 +33,7 @@ from autoscaler.controller.gang import GangScheduler, gang_scheduler
 from autoscaler.controller.keys import controlled_by, job_key_of, owned_keys, owning_job_key
 from autoscaler.controller.kueue_runtime import KueueRuntime, kueue_capped, with_queued_workers
 from autoscaler.controller.naming import selector
+from autoscaler.controller.placement_runtime import PlacementRuntime
 from autoscaler.controller.reconcile import plan
 from autoscaler.controller.reconcile_pass import Observed, Plan
 from autoscaler.controller.served_caches import ServedCaches
@@ -130,6 +131,21 @@ class Operator:
             replan=self._plan,
             once_events_remembered=config.once_events_remembered,
         )
+        # --planned-placement: its caches of the Nodes and every pod, and its step's thread.
+        self.placement: PlacementRuntime | None = None
+        resource = config.pods.placement_resource
+        if resource:
+            self.placement = PlacementRuntime(
+                kube,
+                resource=resource,
+                jobs=self.jobs,
+                pods=self.pods,
+                record=self.application.record,
+                watch_timeout=timeout,
+                monotonic=monotonic,
+                clock=clock,
+            )
+            self._informers += self.placement.informers
         # Kueue's objects are cached once the API server serves them (`watch_kueue_if_served`).
         self.kueue_runtime = KueueRuntime(
             kube,
@@ -158,6 +174,14 @@ class Operator:
         ]
         for worker in workers:
             worker.start()
+        if self.placement is None:
+            PlacementRuntime.release(self.kube, self.pods)
+        else:
+            placing = threading.Thread(
+                target=self.placement.run, args=(stop,), daemon=True, name="placement"
+            )
+            self._threads.append(placing)
+            placing.start()
         while not stop.wait(self.config.resync_seconds):
             self.served.watch_podgroups_if_served()
             self.watch_kueue_if_served()

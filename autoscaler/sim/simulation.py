@@ -56,7 +56,7 @@ class SimConfig:
     # With goodput, a job that fits one node but runs on several trains at the fitted model's
     # rate across nodes (else every placement is charged as packed).
     placement_rates: bool = False
-    # A job's workers placed as one unit, packed (`autoscaler.sim.packing`); else as
+    # A job's workers placed as one unit, packed (`autoscaler.api.packing`); else as
     # kube-scheduler places each pod with the operator's packing affinity.
     planned_placement: bool = False
     seed: int = 0

@@ -7,8 +7,8 @@ Rules (documented once, here):
   else the emptiest. With 1-GPU pods whether a pod binds depends on the total only. Throughput
   assumes packed workers, and the run's spread share says how often they were not; a job given
   `split_rates` runs at those while its workers are on more than one node.
-- With the planned placement (`autoscaler.sim.packing`, a measurement: the operator does not
-  place so) no pod is placed one by one: at each instant torchrun jobs whose workers restart now,
+- With the planned placement (`autoscaler.api.packing`, the operator's `--planned-placement`)
+  no pod is placed one by one: at each instant torchrun jobs whose workers restart now,
   or that can grow, are re-placed as units (the most GPUs first), each with the most of its spec
   that packs (a growing one keeps its place when no growth packs), then queued jobs start in
   arrival order with the most of their spec that packs, at least their minimum. Pods that do not
@@ -42,8 +42,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from autoscaler.api.packing import fewest_nodes, kept, nodes_needed, packed
 from autoscaler.api.worker_indices import leaving, lowest_free
-from autoscaler.sim.packing import fewest_nodes, kept, nodes_needed, packed
 from autoscaler.sim.placement import pick_node
 from autoscaler.sim.profiles import Profile
 from autoscaler.sim.workload import WorkloadJob
@@ -131,7 +131,7 @@ class SimState:
         planned: bool = False,
     ) -> None:
         self.jobs = jobs
-        # The planned placement (`autoscaler.sim.packing`) instead of the scheduler's.
+        # The planned placement (`autoscaler.api.packing`) instead of the scheduler's.
         self.planned = planned
         self.capacity = tuple(nodes)  # GPUs per node
         self.free = list(nodes)  # free GPUs per node

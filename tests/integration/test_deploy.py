@@ -57,6 +57,7 @@ OPERATOR_RULES = {
     ("", "services"): {"list", "watch", "create", "delete", "patch"},
     ("autoscaling", "horizontalpodautoscalers"): {"list", "watch", "create", "update", "delete"},
     ("", "events"): {"create"},
+    ("", "nodes"): {"list", "watch"},  # --planned-placement
     ("scheduling.volcano.sh", "podgroups"): {"list", "watch", "create", "update", "delete"},
     ("scheduling.x-k8s.io", "podgroups"): {"list", "watch", "create", "update", "delete"},
     ("scheduling.k8s.io", "priorityclasses"): {"list", "watch"},
@@ -101,7 +102,7 @@ OPERATOR_DENIED = [
     Access("update", f"{JOBS}/scale", USER_NS),  # the HPA controller or the engine scales
     Access("patch", f"{JOBS}/status", USER_NS),
     Access("update", "pods", USER_NS),
-    Access("list", "nodes"),
+    Access("patch", "nodes"),
 ]
 ENGINE_DENIED = [
     *DENIED_TO_BOTH,

@@ -2,8 +2,9 @@
 
 kube-scheduler places one pod at a time, and a job grows into whatever GPUs are free, so a busy
 cluster leaves jobs spread over more nodes than their GPUs fill (the engine's curves assume
-them packed). The planned placement is the alternative the simulator measures against it; the
-operator does not place pods so:
+them packed). The planned placement places them so instead (the operator's
+`--planned-placement`, `autoscaler.controller.planned_placement`; the simulator's
+`planned_placement`):
 - a job's workers are placed together, at its start, whenever they restart anyway (a torchrun
   job's count changed) and whenever it can grow, on as few nodes as possible: the roomiest nodes
   first, the last workers on the tightest node that holds them all, so that roomy nodes stay

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from autoscaler.sim.packing import fewest_nodes, kept, nodes_needed, packed
+from autoscaler.api.packing import fewest_nodes, kept, nodes_needed, packed
 from autoscaler.sim.profiles import Profile, ProfileRow
 from autoscaler.sim.simulation import SimConfig, Simulation
 from autoscaler.sim.state import Phase, SimJob, SimState, is_spread

@@ -1,0 +1,247 @@
+"""The planned placement (`--planned-placement nvidia.com/gpu`) with the real kube-scheduler: an
+elastic job's workers are held by their scheduling gate until they pack, pinned to the nodes the
+operator chose, and moved when a growth needs other nodes.
+
+A control plane of its own (the session's operator runs without the flag), three 4-GPU Nodes as
+API objects (nothing runs the pods: binding is what is measured), and filler pods bound straight
+to the nodes to take their room. A reaper finishes the pods the operator deletes, the kubelet's
+part."""
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from autoscaler.api import PyTorchJob, default_job
+from autoscaler.api import coordinates as c
+from autoscaler.api.packing import nodes_needed
+from autoscaler.controller import planned_placement as pp
+from autoscaler.controller.builders import PodSettings, desired_pod
+from tests.integration.test_gang import control_plane as own_control_plane
+from tests.integration.test_gang import namespace as case_namespace
+from tests.integration.test_gang import operator as own_operator
+from tests.integration.test_operator import Cluster
+from tests.integration.test_packing import LABEL, NODE_GPUS, gpu_job, gpu_nodes
+from tests.support.controlplane import ControlPlane
+from tests.support.fixtures import summary_line
+from tests.support.node_agent import GPU
+from tests.support.polling import wait_for
+
+JSON = dict[str, Any]
+CASE = "planned"
+
+
+@contextmanager
+def reaper(core: client.CoreV1Api, namespace: str) -> Iterator[None]:
+    """Deletes for good every pod being deleted (no kubelet here finishes them)."""
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(0.1):
+            try:
+                for pod in core.list_namespaced_pod(namespace).items:
+                    if pod.metadata.deletion_timestamp is not None:
+                        core.delete_namespaced_pod(
+                            pod.metadata.name, namespace, grace_period_seconds=0
+                        )
+            except client.ApiException:
+                continue
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def filler(core: client.CoreV1Api, namespace: str, name: str, *, node: str, gpus: int) -> None:
+    """A pod bound straight to `node`, taking `gpus` of its room."""
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "nodeName": node,
+                "containers": [
+                    {"name": "c", "image": "x", "resources": {"limits": {GPU: str(gpus)}}}
+                ],
+                "tolerations": [{"key": LABEL, "operator": "Exists"}],
+            },
+        },
+    )
+
+
+def workers(core: client.CoreV1Api, namespace: str, job: str) -> dict[int, JSON]:
+    """The job's live workers by index."""
+    selector = f"{c.LABEL_JOB_NAME}={job}"
+    found = {}
+    for pod in core.api_client.sanitize_for_serialization(
+        core.list_namespaced_pod(namespace, label_selector=selector).items
+    ):
+        if not pod["metadata"].get("deletionTimestamp"):
+            found[int(pod["metadata"]["labels"][c.LABEL_REPLICA_INDEX])] = pod
+    return found
+
+
+def placement(core: client.CoreV1Api, namespace: str, job: str) -> dict[int, str | None]:
+    """Each live worker's node (None: not bound; gated ones too)."""
+    return {
+        index: pod["spec"].get("nodeName") for index, pod in workers(core, namespace, job).items()
+    }
+
+
+@pytest.fixture(scope="module")
+def plane(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[ControlPlane, client.ApiClient]]:
+    """A control plane of its own, with kube-scheduler."""
+    with own_control_plane(tmp_path_factory.mktemp("planned-plane")) as (found, api):
+        found.start_scheduler()
+        yield found, api
+
+
+@contextmanager
+def placing(
+    plane: tuple[ControlPlane, client.ApiClient], case: str, nodes: int
+) -> Iterator[tuple[Cluster, list[str]]]:
+    """A namespace, `nodes` 4-GPU Nodes, an operator with the planned placement and a reaper."""
+    control, api = plane
+    with (
+        case_namespace(api, case) as cluster,
+        gpu_nodes(api, case, count=nodes) as names,
+        own_operator(control, pods=PodSettings(placement_resource=GPU)),
+        reaper(client.CoreV1Api(api), cluster.ns),
+    ):
+        yield cluster, names
+
+
+def test_workers_wait_until_they_pack_then_are_pinned_and_a_growth_moves_the_job(
+    plane: tuple[ControlPlane, client.ApiClient],
+) -> None:
+    core = client.CoreV1Api(plane[1])
+    with placing(plane, CASE, 3) as (cluster, (a, b, full)):
+        ns = cluster.ns
+        filler(core, ns, "on-a", node=a, gpus=2)
+        filler(core, ns, "on-b", node=b, gpus=1)
+        filler(core, ns, "on-full", node=full, gpus=4)
+        # Room 2, 3 and 0: 4 workers pack nowhere, 3 do on b; the fourth waits, gated.
+        cluster.create(gpu_job("x", 4, CASE))
+        expected = {0: b, 1: b, 2: b, 3: None}
+        wait_for(lambda: placement(core, ns, "x") == expected, what=f"x at {expected}")
+        assert pp.gated(workers(core, ns, "x")[3])
+        wait_for(
+            lambda: "WorkersWaitForRoom" in cluster.events("x"),
+            what="the Event saying a worker waits",
+        )
+        # Room on b again: the fourth is pinned beside the others.
+        core.delete_namespaced_pod("on-b", ns, grace_period_seconds=0)
+        expected = {0: b, 1: b, 2: b, 3: b}
+        wait_for(lambda: placement(core, ns, "x") == expected, what=f"x at {expected}")
+        assert workers(core, ns, "x")[3]["spec"]["nodeSelector"][pp.HOSTNAME] == b
+        # Down to 2, b filled by others, and the full node freed: growing to 4 needs a node
+        # of its own, so the job moves there whole (worker-0 with it).
+        cluster.scale("x", 2)
+        wait_for(lambda: len(workers(core, ns, "x")) == 2, what="x down to 2")
+        filler(core, ns, "on-b-again", node=b, gpus=2)
+        core.delete_namespaced_pod("on-full", ns, grace_period_seconds=0)
+        cluster.scale("x", 4)
+        expected = {0: full, 1: full, 2: full, 3: full}
+        wait_for(
+            lambda: placement(core, ns, "x") == expected,
+            timeout=60,
+            what=f"x moved whole to {full}",
+        )
+        assert "WorkersPlaced" in cluster.events("x")
+        cluster.jobs.delete_namespaced_custom_object(c.GROUP, c.VERSION, ns, c.PLURAL, "x")
+        core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+
+
+JOBS = {"x": 4, "y": 2, "z": 2}  # job -> one-GPU workers
+TAKEN = (1, 1, 2, 2, 4)  # GPUs taken on each of five 4-GPU nodes: room 3, 3, 2, 2 and 0
+
+
+def test_in_a_fragmented_cluster_no_running_job_is_spread_with_the_planned_placement(
+    plane: tuple[ControlPlane, client.ApiClient], request: pytest.FixtureRequest
+) -> None:
+    """Jobs of 4, 2 and 2 workers on room 3, 3, 2, 2 and 0: kube-scheduler with the packing
+    affinity puts the job of 4 on two nodes; the planned placement runs 3 on one node and holds
+    the fourth, and packs the others."""
+    core, api = client.CoreV1Api(plane[1]), plane[1]
+    case = f"{CASE}-many"
+    with placing(plane, case, len(TAKEN)) as (cluster, nodes):
+        for node, gpus in zip(nodes, TAKEN, strict=True):
+            filler(core, cluster.ns, f"taken-{node}", node=node, gpus=gpus)
+        for job, count in JOBS.items():
+            cluster.create(gpu_job(job, count, case))
+        held = {"x": 1}
+        wait_for(
+            lambda: all(
+                sum(node is not None for node in placement(core, cluster.ns, job).values())
+                == count - held.get(job, 0)
+                for job, count in JOBS.items()
+            ),
+            what="every job's workers bound, but x's fourth",
+        )
+        planned = {job: placement(core, cluster.ns, job) for job in JOBS}
+        for job in JOBS:
+            cluster.jobs.delete_namespaced_custom_object(
+                c.GROUP, c.VERSION, cluster.ns, c.PLURAL, job
+            )
+        core.delete_collection_namespaced_pod(cluster.ns, grace_period_seconds=0)
+    scheduled = scheduler_alone(api, f"{CASE}-plain")
+    shares = (spread_share(planned), spread_share(scheduled))
+    line = (
+        f"planned placement: running jobs spread over more nodes than they fill, jobs of "
+        f"{', '.join(map(str, JOBS.values()))} one-GPU workers, {', '.join(map(str, TAKEN))} of"
+        f" five nodes' {NODE_GPUS} GPUs taken: "
+        f"{shares[0]:.0%} planned, {shares[1]:.0%} by kube-scheduler with the packing affinity"
+    )
+    print(line)
+    summary_line(request.config, line)
+    assert shares[0] <= 0.10, planned
+    assert shares[1] > shares[0], scheduled
+
+
+def scheduler_alone(api: client.ApiClient, case: str) -> dict[str, dict[int, str | None]]:
+    """The same jobs' pods as the operator builds them without the flag (packing affinity, no
+    gate), placed by kube-scheduler alone on the same room."""
+    core = client.CoreV1Api(api)
+    with case_namespace(api, case) as cluster, gpu_nodes(api, case, count=len(TAKEN)) as nodes:
+        for node, gpus in zip(nodes, TAKEN, strict=True):
+            filler(core, cluster.ns, f"taken-{node}", node=node, gpus=gpus)
+        for job, count in JOBS.items():
+            manifest = gpu_job(job, count, case)
+            manifest["metadata"]["namespace"] = cluster.ns
+            built = default_job(PyTorchJob.model_validate(manifest))
+            for index in range(count):
+                pod = desired_pod(built, replica_type=c.WORKER, index=index)
+                pod["metadata"].pop("ownerReferences")
+                core.create_namespaced_pod(cluster.ns, pod)
+        wait_for(
+            lambda: all(
+                None not in placement(core, cluster.ns, job).values()
+                and len(placement(core, cluster.ns, job)) == count
+                for job, count in JOBS.items()
+            ),
+            what="kube-scheduler to bind every worker",
+        )
+        found = {job: placement(core, cluster.ns, job) for job in JOBS}
+        core.delete_collection_namespaced_pod(cluster.ns, grace_period_seconds=0)
+    return found
+
+
+def spread_share(jobs: dict[str, dict[int, str | None]]) -> float:
+    """The share of jobs whose bound workers are on more nodes than their GPUs fill."""
+    spread = 0
+    for nodes in jobs.values():
+        bound = [node for node in nodes.values() if node is not None]
+        spread += len(set(bound)) > nodes_needed(len(bound), size=1, per_node=NODE_GPUS)
+    return spread / len(jobs)
+
+
+pytestmark = pytest.mark.timeout(240)
