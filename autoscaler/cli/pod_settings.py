@@ -41,8 +41,9 @@ def add_pod_arguments(sub: Any) -> None:
         metavar="RESOURCE",
         help="place each elastic torchrun job's workers that request RESOURCE (e.g. "
         "nvidia.com/gpu) as one unit on as few nodes as they fill: held by a scheduling gate "
-        "until they pack, then pinned to their nodes; a rescale may move workers (never "
-        "worker-0). Unset: kube-scheduler places them, drawn to the job's own workers",
+        "until they pack, then pinned to their nodes; a growth may move workers (the whole "
+        "job when worker-0's node cannot stay). Unset: kube-scheduler places them, drawn to "
+        "the job's own workers",
     )
 
 

@@ -1,7 +1,11 @@
 """bench-sim's spread target: every goodput run at most 10% of its job-rounds spread."""
 
 from types import SimpleNamespace
+from typing import Any
 
+import pytest
+
+import benchmarks.bench_sim as bench
 from benchmarks.bench_sim import SPREAD_SHARE, spread_checks
 
 
@@ -20,3 +24,13 @@ def test_each_policys_run_is_checked_against_the_spread_target() -> None:
     ]
     assert {c.limit for c in checks} == {SPREAD_SHARE}
     assert checks[0].kind == "goodput: spread share <= 10%"
+
+
+def test_the_planned_placement_switch_reaches_the_simulated_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[Any] = []
+    monkeypatch.setattr(bench, "compare", lambda **kwargs: seen.append(kwargs["config"]))
+    bench.goodput_comparison("workload-5", "1.0", workers=1, planned=True)
+    bench.goodput_comparison("workload-5", "1.0", workers=1)
+    assert [config.planned_placement for config in seen] == [True, False]
