@@ -22,6 +22,7 @@ from autoscaler.clients.kube import NODES, PODS, Kube, NotFoundError
 from autoscaler.controller import planned_placement as pp
 from autoscaler.controller.keys import controlled_by, job_key_of
 from autoscaler.controller.pods import is_terminating, replica_index, replica_type_of
+from autoscaler.observability.metrics import OperatorMetrics
 
 JSON = dict[str, Any]
 Record = Callable[[JSON, str, str, str], None]  # (job, type, reason, message): an Event
@@ -39,13 +40,15 @@ class PlacementRuntime:
         jobs: Informer,
         pods: Informer,
         record: Record,
+        metrics: OperatorMetrics,
         watch_timeout: int,
         monotonic: Callable[[], float] = time.monotonic,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         """`jobs` and `pods`: the runner's caches of the jobs and the pods they own."""
         self.kube, self.resource, self.jobs, self.pods = kube, resource, jobs, pods
-        self.record, self.monotonic, self.clock = record, monotonic, clock
+        self.record, self.metrics = record, metrics
+        self.monotonic, self.clock = monotonic, clock
         self.nodes = Informer(kube, NODES, on_event=self._wake, watch_timeout=watch_timeout)
         self.every_pod = Informer(kube, PODS, on_event=self._wake, watch_timeout=watch_timeout)
         self._woken = threading.Event()
@@ -75,6 +78,7 @@ class PlacementRuntime:
             self._forget_seen_pins()
             self._undo_unbindable_pins()
             units, jobs = self._units()
+            self.metrics.waiting_workers.set(sum(map(pp.gated, pp.live(self.pods.items()))))
             if not units:
                 return
             free = self._room()
@@ -183,9 +187,11 @@ class PlacementRuntime:
                 log.exception("pinning %s/%s to %s failed", namespace, name, node)
                 continue
             self._ledger[(namespace, name)] = (node, self.monotonic())
+            self.metrics.placed_workers.inc()
         for name in decision.movers:
             with suppress(NotFoundError):
                 self.kube.delete(PODS, namespace, name)
+                self.metrics.moved_workers.inc()
         parts = []
         if decision.pins:
             nodes = ", ".join(sorted(set(decision.pins.values())))

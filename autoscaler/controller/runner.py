@@ -141,6 +141,7 @@ class Operator:
                 jobs=self.jobs,
                 pods=self.pods,
                 record=self.application.record,
+                metrics=self.metrics,
                 watch_timeout=timeout,
                 monotonic=monotonic,
                 clock=clock,

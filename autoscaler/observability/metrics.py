@@ -163,6 +163,10 @@ class OperatorMetrics:
     # controller-runtime's (v0.19, upstream's manager) reconcile and work-queue metrics, labelled
     # with the controller's name as upstream's PyTorchJob controller is.
     runtime: ControllerRuntimeMetrics
+    # The planned placement (--planned-placement): workers pinned, moved, and waiting for room.
+    placed_workers: Counter
+    moved_workers: Counter
+    waiting_workers: Gauge
 
 
 UPSTREAM_JOB_COUNTERS = {
@@ -228,4 +232,19 @@ def operator_metrics() -> OperatorMetrics:
             for name, help_text in UPSTREAM_OBJECT_COUNTERS.items()
         },
         runtime=controller_runtime_metrics(registry),
+        placed_workers=Counter(
+            f"{prefix}_placed_workers",
+            "Workers the planned placement pinned to a node",
+            registry=registry,
+        ),
+        moved_workers=Counter(
+            f"{prefix}_moved_workers",
+            "Placed workers the planned placement deleted, their node having left the placement",
+            registry=registry,
+        ),
+        waiting_workers=Gauge(
+            f"{prefix}_waiting_workers",
+            "Workers held by the planned placement's gate until they pack",
+            registry=registry,
+        ),
     )

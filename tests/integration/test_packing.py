@@ -143,10 +143,18 @@ def test_elastic_workers_pack_on_the_fewest_nodes_and_spread_without_the_affinit
         f"({', '.join(map(str, JOBS.values()))} one-GPU workers) on {NODES} nodes of "
         f"{NODE_GPUS} GPUs: {shares[0]:.0%} with the affinity, {shares[1]:.0%} without"
     )
+    report_spread(request, line, shares, evidence=(packed, spread))
+
+
+def report_spread(
+    request: pytest.FixtureRequest, line: str, shares: tuple[float, float], *, evidence: Any
+) -> None:
+    """Print `line`; the first placement's spread share within the target and below the
+    second's (`evidence`: the placements, shown when not)."""
     print(line)
     summary_line(request.config, line)
-    assert shares[0] <= 0.10, packed
-    assert shares[1] > shares[0], spread
+    assert shares[0] <= 0.10, evidence[0]
+    assert shares[1] > shares[0], evidence[1]
 
 
 def test_a_scale_down_empties_the_least_filled_node_and_a_scale_up_refills_the_index(

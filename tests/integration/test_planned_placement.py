@@ -20,18 +20,19 @@ from autoscaler.api import coordinates as c
 from autoscaler.api.packing import nodes_needed
 from autoscaler.controller import planned_placement as pp
 from autoscaler.controller.builders import PodSettings, desired_pod
+from autoscaler.controller.runner import Operator
 from tests.integration.test_gang import control_plane as own_control_plane
 from tests.integration.test_gang import namespace as case_namespace
 from tests.integration.test_gang import operator as own_operator
 from tests.integration.test_operator import Cluster
-from tests.integration.test_packing import LABEL, NODE_GPUS, gpu_job, gpu_nodes
+from tests.integration.test_packing import LABEL, NODE_GPUS, gpu_job, gpu_nodes, report_spread
 from tests.support.controlplane import ControlPlane
-from tests.support.fixtures import summary_line
 from tests.support.node_agent import GPU
 from tests.support.polling import wait_for
 
 JSON = dict[str, Any]
 CASE = "planned"
+METRICS = "autoscaler_operator"
 
 
 @contextmanager
@@ -108,23 +109,23 @@ def plane(
 @contextmanager
 def placing(
     plane: tuple[ControlPlane, client.ApiClient], case: str, nodes: int
-) -> Iterator[tuple[Cluster, list[str]]]:
+) -> Iterator[tuple[Cluster, list[str], Operator]]:
     """A namespace, `nodes` 4-GPU Nodes, an operator with the planned placement and a reaper."""
     control, api = plane
     with (
         case_namespace(api, case) as cluster,
         gpu_nodes(api, case, count=nodes) as names,
-        own_operator(control, pods=PodSettings(placement_resource=GPU)),
+        own_operator(control, pods=PodSettings(placement_resource=GPU)) as operator,
         reaper(client.CoreV1Api(api), cluster.ns),
     ):
-        yield cluster, names
+        yield cluster, names, operator
 
 
 def test_workers_wait_until_they_pack_then_are_pinned_and_a_growth_moves_the_job(
     plane: tuple[ControlPlane, client.ApiClient],
 ) -> None:
     core = client.CoreV1Api(plane[1])
-    with placing(plane, CASE, 3) as (cluster, (a, b, full)):
+    with placing(plane, CASE, 3) as (cluster, (a, b, full), operator):
         ns = cluster.ns
         filler(core, ns, "on-a", node=a, gpus=2)
         filler(core, ns, "on-b", node=b, gpus=1)
@@ -157,6 +158,10 @@ def test_workers_wait_until_they_pack_then_are_pinned_and_a_growth_moves_the_job
             what=f"x moved whole to {full}",
         )
         assert "WorkersPlaced" in cluster.events("x")
+        sample = operator.metrics.registry.get_sample_value
+        assert (sample(f"{METRICS}_placed_workers_total") or 0) >= 4 + 4  # the first, then moved
+        assert (sample(f"{METRICS}_moved_workers_total") or 0) >= 2  # at least those on b
+        wait_for(lambda: sample(f"{METRICS}_waiting_workers") == 0, what="no worker waiting")
         cluster.jobs.delete_namespaced_custom_object(c.GROUP, c.VERSION, ns, c.PLURAL, "x")
         core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
 
@@ -173,7 +178,7 @@ def test_in_a_fragmented_cluster_no_running_job_is_spread_with_the_planned_place
     the fourth, and packs the others."""
     core, api = client.CoreV1Api(plane[1]), plane[1]
     case = f"{CASE}-many"
-    with placing(plane, case, len(TAKEN)) as (cluster, nodes):
+    with placing(plane, case, len(TAKEN)) as (cluster, nodes, _):
         for node, gpus in zip(nodes, TAKEN, strict=True):
             filler(core, cluster.ns, f"taken-{node}", node=node, gpus=gpus)
         for job, count in JOBS.items():
@@ -201,10 +206,7 @@ def test_in_a_fragmented_cluster_no_running_job_is_spread_with_the_planned_place
         f" five nodes' {NODE_GPUS} GPUs taken: "
         f"{shares[0]:.0%} planned, {shares[1]:.0%} by kube-scheduler with the packing affinity"
     )
-    print(line)
-    summary_line(request.config, line)
-    assert shares[0] <= 0.10, planned
-    assert shares[1] > shares[0], scheduled
+    report_spread(request, line, shares, evidence=(planned, scheduled))
 
 
 def scheduler_alone(api: client.ApiClient, case: str) -> dict[str, dict[int, str | None]]:
