@@ -104,6 +104,18 @@ def operator_health(m: OperatorMetrics | None = None) -> JSON:
             width=WIDTH,
         ),
         timeseries_panel(
+            "Planned placement",
+            "With --planned-placement: workers held by its gate until they pack, and workers "
+            "pinned to a node and deleted to move, per minute.",
+            [
+                target(f"sum({q.select(q.series(m.waiting_workers), on)})", "waiting"),
+                target(f"sum({q.rate(q.select(q.series(m.placed_workers), on))}) * 60", "placed"),
+                target(f"sum({q.rate(q.select(q.series(m.moved_workers), on))}) * 60", "moved"),
+            ],
+            unit="none",
+            width=WIDTH,
+        ),
+        timeseries_panel(
             "Pods, services and PodGroups written",
             "Upstream's object counters (created_pods_total and the rest), per minute: pods "
             "created, deleted (by anyone) and seen failed; service creates taken and refused; "
