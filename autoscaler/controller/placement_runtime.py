@@ -32,6 +32,8 @@ UNSCHEDULABLE_SECONDS = 30.0  # a pin kube-scheduler cannot bind is undone after
 
 
 class PlacementRuntime:
+    """The placement step with its caches, ledger and writes; `run` is its thread."""
+
     def __init__(
         self,
         kube: Kube,
@@ -80,19 +82,21 @@ class PlacementRuntime:
             units, jobs = self._units()
             self.metrics.waiting_workers.set(sum(map(pp.gated, pp.live(self.pods.items()))))
             if not units:
+                self._held = {}
                 return
             free = self._room()
             per_node = max((self._allocatable(node) for node in self.nodes.items()), default=0)
             if per_node <= 0:
                 return
             decisions = pp.place(units, free, per_node=per_node)
+            told, self._held = self._held, {}
             for unit in units:
                 decision = decisions.get(unit.key)
                 job = jobs[unit.key]
                 if decision is not None:
                     self._apply(job, decision)
                 pinned = len(decision.pins) if decision is not None else 0
-                self._tell_waiting(job, unit, waiting=len(unit.waiting) - pinned)
+                self._tell_waiting(job, unit, waiting=len(unit.waiting) - pinned, told=told)
 
     @staticmethod
     def release(kube: Kube, pods: Informer) -> None:
@@ -168,6 +172,7 @@ class PlacementRuntime:
         return found
 
     def _allocatable(self, node: JSON) -> int:
+        """The node's allocatable units of the resource (0 without any)."""
         amount = ((node.get("status") or {}).get("allocatable") or {}).get(self.resource)
         return pp.units(amount) if amount is not None else 0
 
@@ -200,9 +205,12 @@ class PlacementRuntime:
             parts.append(f"moving {', '.join(decision.movers)}: their nodes left the placement")
         self.record(job, "Normal", "WorkersPlaced", "; ".join(parts))
 
-    def _tell_waiting(self, job: JSON, unit: pp.Unit, *, waiting: int) -> None:
-        """An Event when the number of workers waiting for room changes to a new one."""
-        if waiting > 0 and self._held.get(unit.key) != waiting:
+    def _tell_waiting(
+        self, job: JSON, unit: pp.Unit, *, waiting: int, told: dict[tuple[str, str], int]
+    ) -> None:
+        """An Event when the number of workers waiting for room changes to a new one (`told`:
+        the numbers of the step before; a job not placed now is forgotten)."""
+        if waiting > 0 and told.get(unit.key) != waiting:
             self.record(
                 job,
                 "Normal",

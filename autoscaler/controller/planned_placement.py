@@ -27,11 +27,11 @@ from autoscaler.api.packing import kept, packed
 from autoscaler.api.quantity import exact_quantity
 from autoscaler.api.timestamps import parse_timestamp
 from autoscaler.controller import torchft
+from autoscaler.controller.placement import HOSTNAME
 from autoscaler.controller.pods import is_terminating, phase
 
 GATE = "elastic-autoscaler.io/placement"
 PINNED = "elastic-autoscaler.io/placed-on"  # annotation: the node a worker was pinned to
-HOSTNAME = "kubernetes.io/hostname"
 
 
 def qualifies(job: PyTorchJob, *, replica_type: str, resource: str) -> bool:
@@ -65,6 +65,7 @@ def units(amount: str | int | float) -> int:
 
 
 def gates(pod: JSON) -> list[JSON]:
+    """The pod's scheduling gates, ours or others'."""
     return list((pod.get("spec") or {}).get("schedulingGates") or [])
 
 
@@ -237,6 +238,7 @@ def unbindable_since(pod: JSON, *, before: datetime) -> bool:
 
 
 def live(pods: Iterable[JSON]) -> list[JSON]:
+    """The pods neither being deleted nor done."""
     return [
         pod for pod in pods if not is_terminating(pod) and phase(pod) not in ("Succeeded", "Failed")
     ]

@@ -20,6 +20,7 @@ from autoscaler.api import coordinates as c
 from autoscaler.api.packing import nodes_needed
 from autoscaler.controller import planned_placement as pp
 from autoscaler.controller.builders import PodSettings, desired_pod
+from autoscaler.controller.placement import HOSTNAME
 from autoscaler.controller.runner import Operator
 from tests.integration.test_gang import control_plane as own_control_plane
 from tests.integration.test_gang import namespace as case_namespace
@@ -143,7 +144,7 @@ def test_workers_wait_until_they_pack_then_are_pinned_and_a_growth_moves_the_job
         core.delete_namespaced_pod("on-b", ns, grace_period_seconds=0)
         expected = {0: b, 1: b, 2: b, 3: b}
         wait_for(lambda: placement(core, ns, "x") == expected, what=f"x at {expected}")
-        assert workers(core, ns, "x")[3]["spec"]["nodeSelector"][pp.HOSTNAME] == b
+        assert workers(core, ns, "x")[3]["spec"]["nodeSelector"][HOSTNAME] == b
         # Down to 2, b filled by others, and the full node freed: growing to 4 needs a node
         # of its own, so the job moves there whole (worker-0 with it).
         cluster.scale("x", 2)

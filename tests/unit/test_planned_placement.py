@@ -9,6 +9,7 @@ import pytest
 from autoscaler.api import PyTorchJob, default_job
 from autoscaler.controller import planned_placement as pp
 from autoscaler.controller.builders import PodSettings, desired_pod
+from autoscaler.controller.placement import HOSTNAME
 from tests.integration.test_operator import elastic_job
 from tests.support.clock import NOW
 
@@ -138,7 +139,7 @@ def test_qualifying_workers_are_created_gated_and_the_pin_lifts_only_that_gate()
     built["spec"]["schedulingGates"].insert(0, {"name": "someone-else"})
     assert pp.pin_patch(built, "a") == {
         "metadata": {"annotations": {pp.PINNED: "a"}},
-        "spec": {"nodeSelector": {pp.HOSTNAME: "a"}, "schedulingGates": [{"name": "someone-else"}]},
+        "spec": {"nodeSelector": {HOSTNAME: "a"}, "schedulingGates": [{"name": "someone-else"}]},
     }
     built["spec"]["schedulingGates"] = [{"name": pp.GATE}]
     assert pp.pin_patch(built, "a")["spec"]["schedulingGates"] is None  # the field removed
