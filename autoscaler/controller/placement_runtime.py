@@ -85,7 +85,9 @@ class PlacementRuntime:
                 self._held = {}
                 return
             free = self._room()
-            per_node = max((self._allocatable(node) for node in self.nodes.items()), default=0)
+            per_node = max(
+                (pp.allocatable(node, self.resource) for node in self.nodes.items()), default=0
+            )
             if per_node <= 0:
                 return
             decisions = pp.place(units, free, per_node=per_node)
@@ -170,11 +172,6 @@ class PlacementRuntime:
             entry = self._ledger.get((pod["metadata"]["namespace"], pod["metadata"]["name"]))
             return entry[0] if entry is not None else None
         return found
-
-    def _allocatable(self, node: JSON) -> int:
-        """The node's allocatable units of the resource (0 without any)."""
-        amount = ((node.get("status") or {}).get("allocatable") or {}).get(self.resource)
-        return pp.units(amount) if amount is not None else 0
 
     # -- writes --------------------------------------------------------------------------------
 

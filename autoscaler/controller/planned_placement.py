@@ -26,7 +26,7 @@ from autoscaler.api.models import JSON, PyTorchJob
 from autoscaler.api.packing import kept, packed
 from autoscaler.api.quantity import exact_quantity
 from autoscaler.api.timestamps import parse_timestamp
-from autoscaler.controller import torchft
+from autoscaler.controller import placement, torchft
 from autoscaler.controller.placement import HOSTNAME
 from autoscaler.controller.pods import is_terminating, phase
 
@@ -76,11 +76,9 @@ def gated(pod: JSON) -> bool:
 
 def node_of(pod: JSON) -> str | None:
     """The node a pod holds room on: bound, or pinned and not bound yet (None: neither, or done)."""
-    if phase(pod) in ("Succeeded", "Failed"):
-        return None
-    spec = pod.get("spec") or {}
-    if spec.get("nodeName"):
-        return str(spec["nodeName"])
+    bound = placement.node_of(pod)
+    if bound is not None or phase(pod) in ("Succeeded", "Failed"):
+        return bound
     if gates(pod):
         return None
     pinned = ((pod.get("metadata") or {}).get("annotations") or {}).get(PINNED)
@@ -116,6 +114,12 @@ def tolerates(toleration: JSON, taint: JSON) -> bool:
     )
 
 
+def allocatable(node: JSON, resource: str) -> int:
+    """The node's allocatable units of `resource` (0 without any)."""
+    amount = ((node.get("status") or {}).get("allocatable") or {}).get(resource)
+    return units(amount) if amount is not None else 0
+
+
 def room(nodes: Iterable[JSON], pods: Iterable[JSON], *, resource: str) -> dict[str, int]:
     """Free units of `resource` on each node pods may be placed on (Ready, schedulable)."""
     free: dict[str, int] = {}
@@ -125,9 +129,12 @@ def room(nodes: Iterable[JSON], pods: Iterable[JSON], *, resource: str) -> dict[
             cond.get("type") == "Ready" and cond.get("status") == "True"
             for cond in status.get("conditions") or []
         )
-        amount = (status.get("allocatable") or {}).get(resource)
-        if ready and not spec.get("unschedulable") and amount is not None:
-            free[node["metadata"]["name"]] = units(amount)
+        if (
+            ready
+            and not spec.get("unschedulable")
+            and resource in (status.get("allocatable") or {})
+        ):
+            free[node["metadata"]["name"]] = allocatable(node, resource)
     for pod in pods:
         holder = node_of(pod)
         if holder in free:

@@ -109,6 +109,7 @@ class Observation:
     ) -> dict[JobKey, Step | None]:
         """Fold this round's readings into each job's state; which jobs must keep their count."""
         config = self.config.settle
+        window = self.throughput.window_seconds  # once a round: 5,000 jobs are observed in it
         holds = {}
         for job in jobs:
             state = self.states.get(job.key)
@@ -124,7 +125,7 @@ class Observation:
                 efficiency=efficiency,
                 now=now,
                 config=config,
-                window_seconds=self.throughput.window_seconds,
+                window_seconds=window,
             )
             self.states[job.key] = state
             if job.held_back:  # no pods, so no reading: only its cooldown holds it

@@ -49,13 +49,11 @@ def observe(
     update |= accounted(
         job, state, reading, samples_done=samples_done, efficiency=efficiency, now=now
     )
-    update["world"], world_since = formed(job, state, now=now)
-    update["world_since"] = world_since
+    update["world"], update["world_since"] = running, world_since = formed(job, state, now=now)
     update["reading_since"] = reading_since = readings_since(job, state, reading, now=now)
     settled_since = max(
         job.created, state.last_rescale or job.created, state.disturbed_at or job.created
     )
-    running = running_count(job)
     window = timedelta(seconds=window_seconds)
     steady = (
         reading_since is not None
