@@ -31,8 +31,9 @@ JCT must be at most 0.90x pollux-style's and its p95 no worse. On every workload
 must be at most every policy's mean JCT, and every policy's run at most 10% of its job-rounds
 spread over more nodes than their GPUs fill (the step times assume packed workers).
 
-With `--planned-placement` the goodput runs place workers as the operator's opt-in
-`--planned-placement` does (the simulator's planned mode), instead of as kube-scheduler does.
+Workers are placed as the operator's default `--planned-placement` places them (the simulator's
+planned mode); with `--scheduler-placement` the goodput runs place them as kube-scheduler does
+(the operator's `--planned-placement none`).
 
 Then the default runs once more with every job preemptible (`elastic-autoscaler.io/preemptible:
 "true"`, the simulator's `preemptible`): queueing on, the policy may hold jobs back.
@@ -250,7 +251,7 @@ def _describe(comparison: Comparison) -> str:
     return (
         f"{len(comparison.workload)} jobs, {config.gpus} GPUs in nodes of {config.gpus_per_node},"
         f" a rescale stalls {config.restart_seconds:g} s"
-        + (", workers placed as --planned-placement does" if config.planned_placement else "")
+        + ("" if config.planned_placement else ", workers placed as kube-scheduler places them")
     )
 
 
@@ -290,9 +291,10 @@ SPREAD_SHARE = 0.10  # of job-rounds on more nodes than needed: the step times a
 
 
 def goodput_comparison(
-    workload: str, load: str, *, workers: int, planned: bool = False
+    workload: str, load: str, *, workers: int, planned: bool = True
 ) -> Comparison:
-    """`planned`: the workers placed as the operator's `--planned-placement` places them."""
+    """`planned`: the workers placed as the operator's `--planned-placement` places them, else
+    as kube-scheduler does."""
     bar = ProgressBar(sys.stderr, title=f"goodput {workload} load {load}")
     try:
         return compare(
@@ -327,7 +329,7 @@ def spread_checks(comparison: Comparison, where: str) -> list[Check]:
 
 
 def goodput_report(
-    workloads_chosen: Sequence[str], loads: Sequence[str], *, workers: int, planned: bool = False
+    workloads_chosen: Sequence[str], loads: Sequence[str], *, workers: int, planned: bool = True
 ) -> list[Check]:
     """Each workload and load's table, then per load the paper's ratios, and the targets."""
     checks: list[Check] = []
@@ -394,9 +396,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         range(1, 9)), help="with goodput: e.g. workload-1,workload-5")  # fmt: skip
     parser.add_argument("--goodput-loads", default=",".join(GOODPUT_LOADS),
                         help="with goodput: e.g. 1.0,2.0")  # fmt: skip
-    parser.add_argument("--planned-placement", action="store_true",
-                        help="with goodput: workers placed as the operator's --planned-placement"
-                        " places them (default: as kube-scheduler does)")  # fmt: skip
+    parser.add_argument("--scheduler-placement", action="store_true",
+                        help="with goodput: workers placed as kube-scheduler places them (the"
+                        " operator's --planned-placement none)")  # fmt: skip
     args = parser.parse_args(argv)
     started = time.perf_counter()
     checks, results = {}, {}
@@ -412,7 +414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.goodput or not (args.only or args.quick):
         goodput_checks = goodput_report(
             args.goodput_workloads.split(","), args.goodput_loads.split(","),
-            workers=args.parallel, planned=args.planned_placement,
+            workers=args.parallel, planned=not args.scheduler_placement,
         )  # fmt: skip
         checks["goodput"] = goodput_checks
         results["goodput"] = {"targets": [dataclasses.asdict(c) | {"met": c.met}

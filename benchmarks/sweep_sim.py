@@ -39,8 +39,8 @@ Prints each variant's mean and p95 JCT, GPU utilisation and spread share per wor
 mean JCT summed over the workloads; every job declares its work unless `--declared-work none`; with
 `--preemptible` every job may be held back, so the policy starts waiting jobs; with
 `--placement-rates` a goodput job that fits one node but runs on several is charged the cross-node
-rate; with `--planned-placement` a job's workers are placed as one unit, packed
-(`autoscaler.api.packing`: the operator's `--planned-placement`).
+rate. A job's workers are placed as one unit, packed (`autoscaler.api.packing`: the operator's
+default `--planned-placement`); with `--scheduler-placement` as kube-scheduler places each pod.
 """
 
 import argparse
@@ -77,8 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--placement-rates", action="store_true",
                         help="with goodput, a one-node job split over nodes runs at the"
                         " cross-node rate")  # fmt: skip
-    parser.add_argument("--planned-placement", action="store_true",
-                        help="a job's workers placed as one unit, packed")  # fmt: skip
+    parser.add_argument("--scheduler-placement", action="store_true",
+                        help="each pod placed as kube-scheduler places it, not the job packed"
+                        " as one unit")  # fmt: skip
     parser.add_argument("--waiting-prior", choices=["none", "running-median"], default="none",
                         help="the engine's waiting_prior")  # fmt: skip
     parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1)
@@ -98,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             waiting_prior=args.waiting_prior,
             declared_profiles=args.declared_profiles,
             placement_rates=args.placement_rates,
-            planned_placement=args.planned_placement,
+            planned_placement=not args.scheduler_placement,
         )
         bar = ProgressBar(sys.stderr, title=label)
         try:

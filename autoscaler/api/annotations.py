@@ -88,6 +88,11 @@ def _opt_out(text: str, bounds: Bounds) -> bool:
     return text.lower() == "true"
 
 
+def opted_out(annotations: Mapping[str, str]) -> bool:
+    """Whether a job opted out of the engine, read as `JobAnnotations.opt_out` reads it."""
+    return _opt_out(annotations.get(c.ANNOTATION_OPT_OUT, ""), Bounds(low=1, high=1))
+
+
 def _weight(text: str, bounds: Bounds) -> float:
     try:
         weight = float(text)

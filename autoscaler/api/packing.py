@@ -8,7 +8,8 @@ them packed). The planned placement places them so instead (the operator's
 - a job's workers are placed together, at its start, whenever they restart anyway (a torchrun
   job's count changed) and whenever it can grow, on as few nodes as possible: the roomiest nodes
   first, the last workers on the tightest node that holds them all, so that roomy nodes stay
-  whole for larger jobs;
+  whole for larger jobs; between nodes as roomy, those the job already runs on (worker-0's
+  first), so a growth moves no worker it need not;
 - a job takes the most workers, up to its spec, that it can have packed; those it cannot wait
   (their pods held back) and are placed at a later instant, when room frees up;
 - a re-placed job keeps every worker whose node stays in its placement: only the others move.
@@ -23,29 +24,48 @@ def nodes_needed(count: int, *, size: int, per_node: int) -> int:
     return -(-count * size // per_node)
 
 
-def fewest_nodes(free: Sequence[int], *, count: int, size: int) -> list[int]:
+def home(current: Mapping[int, int]) -> dict[int, int]:
+    """How much a job's placement (pod index -> node) holds each node for a tie: its pods
+    there, worker-0's node above any other."""
+    weight = Counter(current.values())
+    if 0 in current:
+        weight[current[0]] += len(current)
+    return dict(weight)
+
+
+def fewest_nodes(
+    free: Sequence[int], *, count: int, size: int, prefer: Mapping[int, int] | None = None
+) -> list[int]:
     """A node per pod for up to `count` pods of `size` GPUs, on as few nodes as possible (fewer
-    pods when the free GPUs hold fewer)."""
+    pods when the free GPUs hold fewer); between nodes of equal room, the most `prefer`red
+    (`home`), then the first."""
+    held = prefer or {}
     room = {node: left // size for node, left in enumerate(free) if left >= size}
     chosen: list[int] = []
     while len(chosen) < count and room:
         wanted = count - len(chosen)
         holding = [node for node, pods in room.items() if pods >= wanted]
-        if holding:
-            node = min(holding, key=lambda n: (room[n], n))  # the tightest that holds the rest
-        else:
-            node = max(room, key=lambda n: (room[n], -n))  # the roomiest
+        if holding:  # the tightest that holds the rest
+            node = min(holding, key=lambda n: (room[n], -held.get(n, 0), n))
+        else:  # the roomiest
+            node = max(room, key=lambda n: (room[n], held.get(n, 0), -n))
         chosen += [node] * min(room.pop(node), wanted)
     return chosen
 
 
 def packed(
-    free: Sequence[int], *, low: int, high: int, size: int, per_node: int
+    free: Sequence[int],
+    *,
+    low: int,
+    high: int,
+    size: int,
+    per_node: int,
+    prefer: Mapping[int, int] | None = None,
 ) -> list[int] | None:
     """The nodes of the most pods, from `high` down to `low`, that fit on no more nodes than
-    their GPUs fill; None when not even `low` do."""
+    their GPUs fill (ties as `fewest_nodes`); None when not even `low` do."""
     for count in range(high, max(low, 1) - 1, -1):
-        nodes = fewest_nodes(free, count=count, size=size)
+        nodes = fewest_nodes(free, count=count, size=size, prefer=prefer)
         fill = nodes_needed(count, size=size, per_node=per_node)
         if len(nodes) == count and len(set(nodes)) <= fill:
             return nodes

@@ -4,13 +4,15 @@ import argparse
 import logging
 import os
 import threading
+from dataclasses import replace
 from typing import Any
 
 from autoscaler.cli.common import add_service_arguments, configure_logging, run_service
-from autoscaler.cli.pod_settings import add_pod_arguments, pod_settings
+from autoscaler.cli.pod_settings import SettingsError, add_pod_arguments, pod_settings
 from autoscaler.cli.upstream_flags import add_upstream_flags, warn_not_honoured
 from autoscaler.clients.kube import Kube, api_client
 from autoscaler.clients.ratelimit import TokenBucket
+from autoscaler.controller.placement_runtime import PlacementRuntime
 from autoscaler.controller.runner import Operator, OperatorConfig
 from autoscaler.observability.metrics import operator_metrics
 
@@ -103,11 +105,29 @@ def operator_kube(args: argparse.Namespace) -> Kube:
     return Kube(api_client(kubeconfig=args.kubeconfig), limiter=limiter)
 
 
+def with_allowed_placement(config: OperatorConfig, kube: Kube, *, asked: bool) -> OperatorConfig:
+    """`config`, its planned placement off when the operator may not watch Nodes and every pod
+    (as with upstream's RBAC): a warning for the default, an error when `asked` by the flag."""
+    resource = config.pods.placement_resource
+    denied = PlacementRuntime.denied(kube) if resource else []
+    if not denied:
+        return config
+    missing = f"the operator may not {', '.join(denied)} (deploy/operator/rbac.yaml grants them)"
+    if asked:
+        raise SettingsError(f"--planned-placement {resource}: {missing}")
+    log.warning("the planned placement is off, kube-scheduler places every pod: %s", missing)
+    return replace(config, pods=replace(config.pods, placement_resource=None))
+
+
 def run_operator(args: argparse.Namespace) -> int:
     configure_logging()
     warn_not_honoured(args)
-    config = operator_config(args)  # before any pod is built
     kube = operator_kube(args)
+    config = with_allowed_placement(
+        operator_config(args),  # before any pod is built
+        kube,
+        asked=args.planned_placement is not None,
+    )
     metrics = operator_metrics()
     operator = Operator(kube, config=config, metrics=metrics)
 

@@ -5,6 +5,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from autoscaler.api.coordinates import GPU_RESOURCE
 from autoscaler.controller.builders import UPSTREAM_DEFAULTS, InitContainers, PodSettings
 
 # Upstream's default (pkg/config): read if a ConfigMap is mounted there, else its built-in one.
@@ -37,13 +38,13 @@ def add_pod_arguments(sub: Any) -> None:
     )
     sub.add_argument(
         "--planned-placement",
-        default="",
         metavar="RESOURCE",
-        help="place each elastic torchrun job's workers that request RESOURCE (e.g. "
-        "nvidia.com/gpu) as one unit on as few nodes as they fill: held by a scheduling gate "
-        "until they pack, then pinned to their nodes; a growth may move workers (the whole "
-        "job when worker-0's node cannot stay). Unset: kube-scheduler places them, drawn to "
-        "the job's own workers",
+        help="place each elastic torchrun job's workers that request RESOURCE as one unit on "
+        "as few nodes as they fill: held by a scheduling gate until they pack, then pinned to "
+        "their nodes; a growth may move workers (the whole job when worker-0's node cannot "
+        f"stay). Default {GPU_RESOURCE} where the operator may watch Nodes and every pod (else "
+        "off, with a warning); `none`: kube-scheduler places every pod, drawn to the job's own "
+        "workers",
     )
 
 
@@ -66,4 +67,15 @@ def pod_settings(args: argparse.Namespace) -> PodSettings:
         )
     except ValueError as error:
         raise SettingsError(str(error)) from None
-    return PodSettings(init=init, placement_resource=args.planned_placement or None)
+    return PodSettings(init=init, placement_resource=placed_resource(args.planned_placement))
+
+
+def placed_resource(flag: str | None) -> str | None:
+    """`--planned-placement`'s resource (unset: GPUs); None (kube-scheduler places every pod)
+    for `none`."""
+    if flag is None:
+        return GPU_RESOURCE
+    return None if flag in ("", NO_PLANNED_PLACEMENT) else flag
+
+
+NO_PLANNED_PLACEMENT = "none"

@@ -20,6 +20,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from autoscaler.api import coordinates as c
+from autoscaler.api.ownership import Owner
 from autoscaler.api.timestamps import format_timestamp
 from autoscaler.clients.capacity import free_capacity
 from autoscaler.clients.informer import Informer
@@ -28,7 +29,7 @@ from autoscaler.clients.jobs import worker_health
 from autoscaler.clients.kube import NODES, PODS, ConflictError, Kube, NotFoundError
 from autoscaler.clients.kueue_quota import QuotaReader, headroom
 from autoscaler.clients.recorder import EventRecorder, InFlight
-from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
+from autoscaler.engine.ports import JobKey, ManagedJob, ScaleResult
 from autoscaler.observability.events import object_event
 
 JSON = dict[str, Any]

@@ -9,9 +9,10 @@ from autoscaler import fault_tolerance, torchrun
 from autoscaler.api import coordinates as c
 from autoscaler.api.annotations import Bounds, Report, read_annotations
 from autoscaler.api.defaults import default_bounds
+from autoscaler.api.ownership import owner
 from autoscaler.api.quantity import parse_resources
 from autoscaler.api.timestamps import parse_timestamp
-from autoscaler.engine.ports import HpaCondition, HpaStatus, JobKey, ManagedJob, Owner
+from autoscaler.engine.ports import HpaCondition, HpaStatus, JobKey, ManagedJob
 
 JSON = Mapping[str, Any]
 log = logging.getLogger(__name__)
@@ -112,20 +113,6 @@ def hpa_status(hpa: JSON) -> HpaStatus:
             for cond in status.get("conditions") or []
         ),
     )
-
-
-def owner(policy: JSON, *, annotations: Mapping[str, str], queue: str, opted_out: bool) -> Owner:
-    """One writer per job: Kueue when it queues the job (its admission fixes the size, even
-    against an HPA) unless the job opted into Kueue's workload slices (the operator's Kueue
-    integration turns its resizes into slices Kueue admits), its HPA when metrics are declared,
-    nobody when it opted out."""
-    if queue and annotations.get(c.ANNOTATION_KUEUE_ELASTIC) != "true":
-        return Owner.KUEUE
-    if policy.get("metrics"):
-        return Owner.HPA
-    if opted_out:
-        return Owner.OPTED_OUT
-    return Owner.ENGINE
 
 
 def pod_requests(template: JSON) -> dict[str, float]:

@@ -169,6 +169,19 @@ class Kube:
             return False
         return True
 
+    def may(self, verb: str, resource: Resource) -> bool:
+        """Whether this client's identity may `verb` `resource` in every namespace (a
+        SelfSubjectAccessReview, which every authenticated user may create)."""
+        attributes = {"verb": verb, "group": resource.group, "resource": resource.plural}
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        }
+        path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+        answer = self.request("POST", path, body=review)
+        return bool((answer.get("status") or {}).get("allowed"))
+
     def list(self, resource: Resource, *, namespace: str | None = None, selector: str = "") -> JSON:
         query = [("labelSelector", selector)] if selector else []
         return self.request("GET", resource.path(namespace), query=query)

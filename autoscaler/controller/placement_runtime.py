@@ -10,7 +10,7 @@ does not give their room away again.
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -33,6 +33,14 @@ UNSCHEDULABLE_SECONDS = 30.0  # a pin kube-scheduler cannot bind is undone after
 
 class PlacementRuntime:
     """The placement step with its caches, ledger and writes; `run` is its thread."""
+
+    # What it reads and writes, in every namespace: the room on each node, and its pins.
+    ACCESS = (("list", NODES), ("watch", NODES), ("list", PODS), ("watch", PODS), ("patch", PODS))
+
+    @classmethod
+    def denied(cls, kube: Kube) -> list[str]:
+        """The accesses of ACCESS the client's identity lacks, as `verb plural`."""
+        return [f"{verb} {res.plural}" for verb, res in cls.ACCESS if not kube.may(verb, res)]
 
     def __init__(
         self,
@@ -101,9 +109,10 @@ class PlacementRuntime:
                 self._tell_waiting(job, unit, waiting=len(unit.waiting) - pinned, told=told)
 
     @staticmethod
-    def release(kube: Kube, pods: Informer) -> None:
-        """Without the flag: lift the gate from workers an earlier run left gated."""
-        for pod in pp.live(pods.items()):
+    def release(kube: Kube, pods: Iterable[JSON]) -> None:
+        """Lift the gate from `pods` that have it: without the flag, the workers an earlier run
+        left gated; with it, those of a job no longer placed so (opted out since, say)."""
+        for pod in pp.live(pods):
             if pp.gated(pod):
                 meta = pod["metadata"]
                 with suppress(NotFoundError):
@@ -118,20 +127,25 @@ class PlacementRuntime:
         units, jobs = [], {}
         for key in sorted(keys):
             job = self.jobs.get(key)
-            found = self._unit(key, job, nodes) if job is not None else None
-            if found is not None and job is not None:
+            try:
+                parsed = PyTorchJob.model_validate(job) if job is not None else None
+            except ValueError:
+                continue  # the reconcile pass reports it
+            if job is None or parsed is None:
+                continue
+            if not pp.qualifies(parsed, replica_type=c.WORKER, resource=self.resource):
+                self.release(self.kube, self.pods.indexed(key))  # kube-scheduler places them
+                continue
+            found = self._unit(key, job, parsed, nodes)
+            if found is not None:
                 units.append(found)
                 jobs[key] = job
         return units, jobs
 
-    def _unit(self, key: tuple[str, str], job: JSON, nodes: dict[str, JSON]) -> pp.Unit | None:
-        """The job's workers as a unit; None unless it is placed so."""
-        try:
-            parsed = PyTorchJob.model_validate(job)
-        except ValueError:
-            return None  # the reconcile pass reports it
-        if not pp.qualifies(parsed, replica_type=c.WORKER, resource=self.resource):
-            return None
+    def _unit(
+        self, key: tuple[str, str], job: JSON, parsed: PyTorchJob, nodes: dict[str, JSON]
+    ) -> pp.Unit | None:
+        """The job's workers as a unit; None until all of them exist."""
         spec = (parsed.spec.pytorch_replica_specs[c.WORKER].template or {}).get("spec") or {}
         uid = job["metadata"].get("uid")
         own = [

@@ -23,7 +23,8 @@ from datetime import datetime
 
 from autoscaler.api import coordinates as c
 from autoscaler.api.models import JSON, PyTorchJob
-from autoscaler.api.packing import kept, packed
+from autoscaler.api.ownership import Owner, job_owner
+from autoscaler.api.packing import home, kept, packed
 from autoscaler.api.quantity import exact_quantity
 from autoscaler.api.timestamps import parse_timestamp
 from autoscaler.controller import placement, torchft
@@ -36,13 +37,31 @@ PINNED = "elastic-autoscaler.io/placed-on"  # annotation: the node a worker was 
 
 def qualifies(job: PyTorchJob, *, replica_type: str, resource: str) -> bool:
     """A worker the planned placement places: of an elastic torchrun job without a Master (its
-    ranks follow rendezvous, not the pod's index), requesting `resource`."""
+    ranks follow rendezvous, not the pod's index) whose count the engine writes (the curves it
+    prices assume packed workers; a count another owner fixed starts as soon as it fits),
+    requesting `resource`, whose template requires nothing of its node's neighbours or labels
+    the placement would not read."""
     if job.spec.elastic_policy is None or replica_type != c.WORKER or job.master is not None:
+        return False
+    if job_owner(job) is not Owner.ENGINE:
         return False
     if torchft.requested(job):
         return False
     template = job.spec.pytorch_replica_specs[c.WORKER].template or {}
-    return requested((template.get("spec") or {}), resource) > 0
+    pod_spec = template.get("spec") or {}
+    return requested(pod_spec, resource) > 0 and not constrained(pod_spec)
+
+
+def constrained(pod_spec: JSON) -> bool:
+    """Whether a pod requires an affinity, an anti-affinity or a hard spread: kube-scheduler
+    alone honours those, so such a job's workers are left to it."""
+    affinity = pod_spec.get("affinity") or {}
+    required = any(
+        (affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+        for kind in ("nodeAffinity", "podAffinity", "podAntiAffinity")
+    )
+    spreads = pod_spec.get("topologySpreadConstraints") or []
+    return required or any(s.get("whenUnsatisfiable") == "DoNotSchedule" for s in spreads)
 
 
 def requested(pod_spec: JSON, resource: str) -> int:
@@ -87,8 +106,8 @@ def node_of(pod: JSON) -> str | None:
 
 def allows(template_spec: JSON, node: JSON) -> bool:
     """Whether a pod of this template may go on `node` by its node selector and its tolerations
-    of the node's NoSchedule and NoExecute taints (its required node affinity is not read: a pin
-    the scheduler cannot bind is undone, `unbindable_since`)."""
+    of the node's NoSchedule and NoExecute taints (a template that requires more is not placed,
+    `constrained`; a pin the scheduler cannot bind is undone, `unbindable_since`)."""
     labels = (node.get("metadata") or {}).get("labels") or {}
     wanted = template_spec.get("nodeSelector") or {}
     if any(labels.get(key) != value for key, value in wanted.items() if key != HOSTNAME):
@@ -185,7 +204,11 @@ def place_unit(unit: Unit, free: Mapping[str, int], *, per_node: int) -> Decisio
         if node in position:  # its own room may be used again
             room_now[position[node]] += unit.size
     low = max(unit.minimum, len(placed) + 1) if placed else unit.minimum
-    target = packed(room_now, low=low, high=len(unit.workers), size=unit.size, per_node=per_node)
+    current = {index: position[node] for index, node in placed.items() if node in position}
+    target = packed(
+        room_now, low=low, high=len(unit.workers), size=unit.size, per_node=per_node,
+        prefer=home(current),
+    )  # fmt: skip
     if target is None:
         return None
     by_index = {w.index: w.name for w in unit.workers}
@@ -194,8 +217,7 @@ def place_unit(unit: Unit, free: Mapping[str, int], *, per_node: int) -> Decisio
         # (its workers deleted, their replacements placed together by a later step).
         everyone = tuple(by_index[index] for index in sorted(placed))
         return Decision(pins={}, movers=everyone, reserved=tuple(names[i] for i in target))
-    current = {index: position.get(node or "", -1) for index, node in placed.items()}
-    stay, new = kept(current, target)
+    stay, new = kept({index: position.get(node, -1) for index, node in placed.items()}, target)
     movers = tuple(by_index[index] for index in sorted(placed) if index not in stay)
     pins = {w.name: names[node] for w, node in zip(waiting, new, strict=False)}
     reserved = tuple(names[node] for node in new[len(pins) :])

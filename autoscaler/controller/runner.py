@@ -176,7 +176,7 @@ class Operator:
         for worker in workers:
             worker.start()
         if self.placement is None:
-            PlacementRuntime.release(self.kube, self.pods)
+            PlacementRuntime.release(self.kube, self.pods.items())
         else:
             placing = threading.Thread(
                 target=self.placement.run, args=(stop,), daemon=True, name="placement"

@@ -5,7 +5,8 @@ from typing import Any
 
 import numpy as np
 
-from autoscaler.engine.ports import OWNER_REASONS, HpaStatus, ManagedJob, Owner
+from autoscaler.api.ownership import Owner
+from autoscaler.engine.ports import OWNER_REASONS, HpaStatus, ManagedJob
 from autoscaler.engine.report import goodput_record
 from autoscaler.engine.settle import restarts_left
 from autoscaler.engine.snapshot import job_snapshot

@@ -8,13 +8,13 @@ import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from autoscaler.api.ownership import Owner
 from autoscaler.engine.goodput import price_job
 from autoscaler.engine.ports import (
     GoodputSource,
     GradientReport,
     JobKey,
     ManagedJob,
-    Owner,
     Progress,
     ThroughputSource,
 )

@@ -7,20 +7,12 @@ the simulated cluster; the engine cannot tell the two apart.
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from functools import cached_property
 from typing import Protocol
 
+from autoscaler.api.ownership import Owner
+
 JobKey = tuple[str, str]  # (namespace, name)
-
-
-class Owner(StrEnum):
-    """Who writes a job's worker count: exactly one writer per job."""
-
-    ENGINE = "engine"
-    HPA = "hpa"  # elasticPolicy.metrics is set: the job's HorizontalPodAutoscaler owns /scale
-    OPTED_OUT = "opted-out"  # the opt-out annotation is set: nobody but the user writes it
-    KUEUE = "kueue"  # labelled for a Kueue queue: Kueue admits it at its size, a resize requeues it
 
 
 # Each owner's CamelCase reason, as Kubernetes conditions spell reasons: in `explain`, and counted

@@ -5,7 +5,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from autoscaler.engine.ports import OWNER_REASONS, JobKey, ManagedJob, Owner
+from autoscaler.api.ownership import Owner
+from autoscaler.engine.ports import OWNER_REASONS, JobKey, ManagedJob
 from autoscaler.engine.settle import Settled, current, requested
 from autoscaler.engine.state import PricedBatch
 from autoscaler.observability.engine_metrics import EngineMetrics

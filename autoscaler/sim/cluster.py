@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from autoscaler.api import coordinates as c
-from autoscaler.engine.ports import JobKey, ManagedJob, Owner, Progress, ScaleResult
+from autoscaler.api.ownership import Owner
+from autoscaler.engine.ports import JobKey, ManagedJob, Progress, ScaleResult
 from autoscaler.sim.state import Phase, SimJob, SimState
 
 GPU = c.GPU_RESOURCE

@@ -56,9 +56,9 @@ class SimConfig:
     # With goodput, a job that fits one node but runs on several trains at the fitted model's
     # rate across nodes (else every placement is charged as packed).
     placement_rates: bool = False
-    # A job's workers placed as one unit, packed (`autoscaler.api.packing`); else as
-    # kube-scheduler places each pod with the operator's packing affinity.
-    planned_placement: bool = False
+    # A job's workers placed as one unit, packed (`autoscaler.api.packing`), as the operator's
+    # default `--planned-placement`; else as kube-scheduler places each pod (`none`).
+    planned_placement: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:

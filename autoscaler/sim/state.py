@@ -42,7 +42,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from autoscaler.api.packing import fewest_nodes, kept, nodes_needed, packed
+from autoscaler.api.packing import fewest_nodes, home, kept, nodes_needed, packed
 from autoscaler.api.worker_indices import leaving, lowest_free
 from autoscaler.sim.placement import pick_node
 from autoscaler.sim.profiles import Profile
@@ -302,7 +302,7 @@ class SimState:
             for node in before.values():
                 self.free[node] -= size
         else:  # not even its minimum packs: as few nodes as hold it
-            target = fewest_nodes(self.free, count=job.replicas, size=size)
+            target = fewest_nodes(self.free, count=job.replicas, size=size, prefer=home(before))
             self._move(job, current=before, target=target)
 
     def _place_packed(
@@ -311,7 +311,7 @@ class SimState:
         """Place the most of `job`'s spec, at least `low` pods, packed; False if none."""
         target = packed(
             self.free, low=low, high=job.replicas, size=job.spec.gpus_per_replica,
-            per_node=self.gpus_per_node,
+            per_node=self.gpus_per_node, prefer=home(current or {}),
         )  # fmt: skip
         if target is None:
             return False

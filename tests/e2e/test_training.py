@@ -21,6 +21,7 @@ from kubernetes import client
 
 from autoscaler.api import coordinates as c
 from autoscaler.controller import rendezvous
+from autoscaler.controller.placement import HOSTNAME
 from autoscaler.metrics_contract import DEFAULT_QUERY_TEMPLATE
 from autoscaler.observability.decision_log import read_decision_log
 from tests.e2e.measure import (
@@ -36,6 +37,7 @@ from tests.e2e.report import TARGET_NODE_LOST
 from tests.e2e.training import (
     CHECKPOINT_EVERY,
     COLLECTIVE_TIMEOUT,
+    JSON,
     RDZV_CONF,
     Scenario,
     TrainingJob,
@@ -51,6 +53,8 @@ from tests.e2e.training import (
 from tests.support.external_metrics import ExternalMetricsServer
 from tests.support.polling import wait_for
 from tests.support.processes import process_gone
+
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 pytestmark = pytest.mark.timeout(900)
 # The target every rescale must meet with the operator's rendezvous settings; runs measuring
@@ -334,11 +338,16 @@ def test_worker_0s_node_gone_silent_with_the_jobs_own_rendezvous_store(scenario:
     Worker-0's node goes silent: the survivor's collective times out, its agent (a client of the
     store, which runs on another node) re-forms the world without worker-0 and trains on, within
     the collective timeout plus one re-form plus 10 s. Worker-0's pod, released and re-created on
-    the spare node, joins the store again and the world grows back."""
-    agent = scenario.nodes(3, gpus=1)
+    the spare node, joins the store again and the world grows back. The workers require a node
+    without the store (so kube-scheduler, not the planned placement, places them)."""
+    agent = scenario.nodes(4, gpus=1)
     job = scenario.job("store")
     manifest = job.manifest(replicas=2, low=1, high=2, total_samples=STORE_SAMPLES)
     manifest["metadata"]["annotations"] = {rendezvous.ANNOTATION: rendezvous.STORE}
+    worker = manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    store = {c.LABEL_JOB_NAME: "store", c.LABEL_REPLICA_TYPE: rendezvous.STORE_TYPE}
+    worker["affinity"] = {"podAntiAffinity": {REQUIRED: [{"labelSelector": {
+        "matchLabels": store}, "topologyKey": HOSTNAME}]}}  # fmt: skip
     job.create(manifest)
     wait_stepping(job, 2, timeout=180)
     pods = job.pods()
@@ -374,6 +383,15 @@ WORKER_0_LOST_BOUND = math.inf if RDZV_CONF else TARGET_WORKER_0_LOST
 STORE_SAMPLES = 100_000  # the silent timeout, the release and the rejoin, with a margin
 
 
+def left_to_the_scheduler(manifest: JSON) -> JSON:
+    """`manifest` whose workers require a node with a hostname (any): a required affinity
+    leaves their placement to kube-scheduler, not to the planned placement."""
+    anywhere = {"matchExpressions": [{"key": HOSTNAME, "operator": "Exists"}]}
+    worker = manifest["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    worker["affinity"] = {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [anywhere]}}}
+    return manifest
+
+
 def restart_units(job: TrainingJob, *, after: float) -> int:
     """torchrun restarts worker-0's agent has spent, as its newest workers report."""
     starts = [
@@ -389,18 +407,21 @@ def test_the_engine_never_spends_the_torchrun_restart_budget(scenario: Scenario)
     the engine counts one for every rescale). The writes include a scale-up by two pods and
     one-pod scale-ups to the same size, to compare their stalls. Workers 1 and 2 are placed off
     worker-0's node (cordoned for that write) and worker-3 beside it, so the scale-down to 2
-    removes the middle indices, and training goes on with workers 0 and 3. Beside it, a job with
+    removes the middle indices, and training goes on with workers 0 and 3 (both jobs are left to
+    kube-scheduler, steered by the cordon, not to the planned placement). Beside it, a job with
     no `maxRestarts` has torchrun's default, 0: the engine never rescales it. (A job whose
     rescales spent its budget: the first test.)"""
     scenario.nodes(3)  # `costs` at up to 4 workers and `unset` at 1
     costs, unset = scenario.job("costs"), scenario.job("unset")
     manifest = costs.manifest(replicas=1, low=1, high=4, max_restarts=10, total_samples=160_000)
     manifest["metadata"]["annotations"] = {c.ANNOTATION_OPT_OUT: "true"}
-    costs.create(manifest)
+    costs.create(left_to_the_scheduler(manifest))
     with scenario.engine():
         unset.create(
             # Enough work to outlast the engine's first readings: 40,000 once ended before them.
-            unset.manifest(replicas=1, low=1, high=4, max_restarts=None, total_samples=120_000)
+            left_to_the_scheduler(
+                unset.manifest(replicas=1, low=1, high=4, max_restarts=None, total_samples=120_000)
+            )
         )
         wait_stepping(costs, 1, timeout=180)
         home = costs.pods()["costs-worker-0"]["spec"]["nodeName"]

@@ -13,9 +13,10 @@ import pytest
 from kubernetes import client
 
 from autoscaler.api import coordinates as c
+from autoscaler.api.ownership import Owner
 from autoscaler.clients.engine_cluster import KubeCluster
 from autoscaler.clients.kube import JOBS, ConflictError, Kube, api_client
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.ports import ManagedJob
 from tests.integration.test_operator import Cluster, elastic_job
 from tests.support.controlplane import ControlPlane
 from tests.support.polling import wait_for

@@ -167,6 +167,27 @@ def test_workers_wait_until_they_pack_then_are_pinned_and_a_growth_moves_the_job
         core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
 
 
+def test_a_job_opted_out_of_the_engine_has_its_waiting_workers_released_to_the_scheduler(
+    plane: tuple[ControlPlane, client.ApiClient],
+) -> None:
+    """The planned placement places only the jobs whose count the engine writes: a job opted out
+    while a worker waits for room gets that worker's gate lifted, and kube-scheduler places it
+    (here nowhere: the node has no GPU left)."""
+    core = client.CoreV1Api(plane[1])
+    case = f"{CASE}-opt-out"
+    with placing(plane, case, 1) as (cluster, (node,), _):
+        ns = cluster.ns
+        filler(core, ns, "taken", node=node, gpus=3)
+        cluster.create(gpu_job("w", 2, case))
+        wait_for(lambda: placement(core, ns, "w") == {0: node, 1: None}, what="w's second held")
+        assert pp.gated(workers(core, ns, "w")[1])
+        cluster.patch("w", {"metadata": {"annotations": {c.ANNOTATION_OPT_OUT: "true"}}})
+        wait_for(lambda: not pp.gated(workers(core, ns, "w")[1]), what="the gate lifted")
+        assert placement(core, ns, "w") == {0: node, 1: None}  # no GPU left for it
+        cluster.jobs.delete_namespaced_custom_object(c.GROUP, c.VERSION, ns, c.PLURAL, "w")
+        core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+
+
 JOBS = {"x": 4, "y": 2, "z": 2}  # job -> one-GPU workers
 TAKEN = (1, 1, 2, 2, 4)  # GPUs taken on each of five 4-GPU nodes: room 3, 3, 2, 2 and 0
 

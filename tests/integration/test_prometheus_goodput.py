@@ -12,8 +12,9 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from autoscaler import metrics_contract as contract
+from autoscaler.api.ownership import Owner
 from autoscaler.clients.prometheus import PrometheusThroughput, TransportError
-from autoscaler.engine.ports import GradientReport, ManagedJob, Owner, StepTime
+from autoscaler.engine.ports import GradientReport, ManagedJob, StepTime
 from tests.support.clock import NOW
 from tests.support.polling import wait_for
 from tests.support.processes import free_port

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.api.ownership import Owner
 from autoscaler.clients.prometheus import PrometheusThroughput
 from autoscaler.engine.config import EngineConfig, PrometheusSource
 from autoscaler.engine.engine import Engine
-from autoscaler.engine.ports import JobKey, ManagedJob, Owner, Progress
+from autoscaler.engine.ports import JobKey, ManagedJob, Progress
 from autoscaler.metrics_contract import DEFAULT_QUERY_TEMPLATE
 from autoscaler.policies.global_optimizer import GlobalOptimizer, GlobalOptimizerConfig
 from autoscaler.training import ThroughputReporter

@@ -179,3 +179,22 @@ def test_upstreams_deployment_runs_a_job_with_only_the_image_swapped(
     # Never denied by upstream's ClusterRole; no flag to warn about (the Deployment passes none).
     assert f"system:serviceaccount:{NS}:training-operator" not in text, log_tail(log, lines=80)
     assert "not honoured" not in text
+    # Upstream's ClusterRole grants no Nodes: the default planned placement is off, and says so.
+    off = "the planned placement is off, kube-scheduler places every pod: the operator may not "
+    assert off + "list nodes, watch nodes (" in text, log_tail(log)
+
+
+@pytest.mark.usefixtures("crd", "upstream_rbac")
+def test_the_planned_placement_asked_for_without_its_rbac_is_refused_at_start(
+    service_account_kubeconfig: Callable[[str, str], Path],
+) -> None:
+    deployment = swapped(in_namespace(load("deployment.yaml")))
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    kubeconfig = service_account_kubeconfig(NS, pod["serviceAccountName"])
+    argv = [*container_argv(container), "--planned-placement", "nvidia.com/gpu"]
+    env = container_env(container, kubeconfig=kubeconfig)
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    refused = "error: --planned-placement nvidia.com/gpu: the operator may not list nodes, watch "
+    assert refused + "nodes (deploy/operator/rbac.yaml grants them)" in done.stderr, done.stderr

@@ -28,7 +28,7 @@ from kubernetes import client
 from autoscaler.api import coordinates as c
 from autoscaler.cli import operator_view
 from autoscaler.clients.kube import BY_KIND, Kube, api_client
-from autoscaler.controller.builders import desired_objects
+from autoscaler.controller.builders import PodSettings, desired_objects
 from tests.integration.test_gang import control_plane, operator
 from tests.integration.test_operator import (
     Cluster,
@@ -62,13 +62,25 @@ def named(job: JSON, name: str) -> JSON:
     return job
 
 
+def gpu_workers(job: JSON) -> JSON:
+    """`job` with 2 workers, each asking one GPU."""
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]
+    worker["replicas"] = 2
+    for container in worker["template"]["spec"]["containers"]:
+        container["resources"] = {"limits": {c.GPU_RESOURCE: "1"}}
+    return job
+
+
 CASES: dict[str, Callable[[], JSON]] = {
     "upstream echo (Worker-only elastic, c10d)": lambda: named(upstream_job("echo.yaml"), "echo"),
     "upstream imagenet (elastic, c10d)": lambda: named(upstream_job("imagenet.yaml"), "imagenet"),
     "upstream etcd backend": lambda: named(upstream_job("etcd-job.yaml"), "etcd"),
     "Master+Worker": lambda: envtest_job("mw", workers=2),
     "elastic with an HPA metric": lambda: envtest_elastic_job("hpa"),
+    "elastic, a GPU per worker": lambda: gpu_workers(envtest_elastic_job("gpu")),
 }
+# The pods as the operator builds them with its default flags (the planned placement's gate).
+SHIPPED = PodSettings(placement_resource=c.GPU_RESOURCE)
 RESULTS: dict[str, str] = {}  # case -> identical, documented or undocumented
 OBSERVED: dict[str, JSON] = {}  # case -> both operators' observations, as recorded
 RECORD = "AUTOSCALER_CONFORMANCE_RECORD"  # a file to write OBSERVED to, for the fast tests
@@ -170,7 +182,7 @@ def dry_run_plan(
 ) -> list[JSON]:
     """This operator's objects for upstream's stored job (`broken` alters the plan first), each
     created as a server-side dry run in this operator's namespace."""
-    plan = broken(desired_objects(operator_view(stored, namespace=THEIRS)))
+    plan = broken(desired_objects(operator_view(stored, namespace=THEIRS), settings=SHIPPED))
     return [
         kubectl.dry_run_create(mapper, {**obj, "metadata": {**obj["metadata"], "namespace": OURS}})
         for obj in plan

@@ -109,6 +109,12 @@ DOCUMENTED: tuple[Known, ...] = (
         "get a preferred pod affinity to the job's own workers",
     ),
     Known(
+        rf"objects [^:]+: Pod/{JOB}-worker-\d+\.spec\.schedulingGates",
+        equal([{"name": "elastic-autoscaler.io/placement"}]),
+        absent,
+        "held by the scheduling gate `elastic-autoscaler.io/placement`, which the operator lifts",
+    ),
+    Known(
         rf"{POD_ENV}\[TORCH_DISABLE_SHARE_RDZV_TCP_STORE\]",
         env_var("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", equal("1")),
         absent,

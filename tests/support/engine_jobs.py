@@ -4,7 +4,8 @@
 from datetime import timedelta
 from typing import Any
 
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.api.ownership import Owner
+from autoscaler.engine.ports import ManagedJob
 from tests.support.clock import NOW
 
 

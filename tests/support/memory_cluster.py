@@ -4,7 +4,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from autoscaler.engine.ports import JobKey, ManagedJob, Owner, Progress, ScaleResult
+from autoscaler.api.ownership import Owner
+from autoscaler.engine.ports import JobKey, ManagedJob, Progress, ScaleResult
 
 START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 GPU = "nvidia.com/gpu"

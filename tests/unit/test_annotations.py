@@ -15,7 +15,7 @@ from autoscaler.api.annotations import (
     read_annotations,
     reader,
 )
-from autoscaler.engine.ports import Owner
+from autoscaler.api.ownership import Owner
 from tests.unit.test_remaining_work import pytorchjob
 
 BOUNDS = Bounds(low=1, high=8)

@@ -5,7 +5,8 @@ import itertools
 
 import pytest
 
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.api.ownership import Owner
+from autoscaler.engine.ports import ManagedJob
 from benchmarks.bench_scale import (
     FixedCurves,
     Round,

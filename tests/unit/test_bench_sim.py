@@ -31,6 +31,6 @@ def test_the_planned_placement_switch_reaches_the_simulated_runs(
 ) -> None:
     seen: list[Any] = []
     monkeypatch.setattr(bench, "compare", lambda **kwargs: seen.append(kwargs["config"]))
-    bench.goodput_comparison("workload-5", "1.0", workers=1, planned=True)
     bench.goodput_comparison("workload-5", "1.0", workers=1)
+    bench.goodput_comparison("workload-5", "1.0", workers=1, planned=False)
     assert [config.planned_placement for config in seen] == [True, False]

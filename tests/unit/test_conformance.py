@@ -279,8 +279,8 @@ LIFECYCLES = [label for label in OBSERVED if label.startswith("lifecycle ")]
 
 
 def test_the_recorded_run_differs_only_as_documented() -> None:
-    assert len(OBJECTS) == 5
-    assert len(LIFECYCLES) == 11
+    assert len(OBJECTS) == 6
+    assert len(LIFECYCLES) == 12
     found = [d for case, o in OBSERVED.items() for d in observed_differences(case, o)]
     assert found != []
     assert undocumented(found) == []

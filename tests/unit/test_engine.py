@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.api.ownership import Owner
 from autoscaler.engine.config import EngineConfig, PolicySelection, SettleConfig
 from autoscaler.engine.engine import Engine
 from autoscaler.engine.policy_runner import RunResult
-from autoscaler.engine.ports import JobKey, ManagedJob, Owner, ScaleResult
+from autoscaler.engine.ports import JobKey, ManagedJob, ScaleResult
 from autoscaler.engine.report import RoundReport
 from autoscaler.engine.snapshot import job_snapshot
 from autoscaler.engine.state import HISTORY, JobState

@@ -7,8 +7,9 @@ import pytest
 from autoscaler.api import coordinates as c
 from autoscaler.api.defaults import default_job
 from autoscaler.api.models import PyTorchJob
+from autoscaler.api.ownership import Owner
 from autoscaler.clients.jobs import managed_job
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.ports import ManagedJob
 from autoscaler.fault_tolerance import ANNOTATION, RESIZE_PAUSE_SECONDS, TORCHFT
 
 

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from autoscaler import metrics_contract as c
+from autoscaler.api.ownership import Owner
 from autoscaler.clients.prometheus import reports_by_job
 from autoscaler.engine.goodput import (
     efficiency_at,
@@ -16,7 +17,7 @@ from autoscaler.engine.goodput import (
     priced_at,
     priced_snapshot,
 )
-from autoscaler.engine.ports import GradientReport, ManagedJob, Owner, StepTime
+from autoscaler.engine.ports import GradientReport, ManagedJob, StepTime
 from autoscaler.engine.snapshot import snapshot
 from autoscaler.engine.state import JobState
 from autoscaler.goodput.batch import BatchLimits, best_batch

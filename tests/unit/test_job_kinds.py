@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from autoscaler.api import coordinates as c
+from autoscaler.api.ownership import Owner
 from autoscaler.api.timestamps import parse_timestamp
 from autoscaler.clients.engine_cluster import KubeCluster, scale_body
 from autoscaler.clients.job_kinds import PYTORCHJOB, JobKind
 from autoscaler.clients.kube import JOBS, Resource
-from autoscaler.engine.ports import JobKey, ManagedJob, Owner
+from autoscaler.engine.ports import JobKey, ManagedJob
 from tests.support.clock import NOW
 from tests.support.engine_jobs import managed_job
 

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from autoscaler.api.packing import fewest_nodes, kept, nodes_needed, packed
+from autoscaler.api.packing import fewest_nodes, home, kept, nodes_needed, packed
 from autoscaler.sim.profiles import Profile, ProfileRow
 from autoscaler.sim.simulation import SimConfig, Simulation
 from autoscaler.sim.state import Phase, SimJob, SimState, is_spread
@@ -38,6 +38,28 @@ def test_fewest_nodes_keeps_roomy_nodes_whole(
     free: list[int], count: int, size: int, nodes: list[int]
 ) -> None:
     assert fewest_nodes(free, count=count, size=size) == nodes
+
+
+@pytest.mark.parametrize(
+    ("free", "current", "nodes"),
+    [
+        pytest.param([2, 2], {0: 1}, [1, 1], id="a growth stays on worker-0's node"),
+        pytest.param([2, 2, 2], {0: 2, 1: 1}, [2, 2], id="worker-0's node before another"),
+        pytest.param([4, 2, 2], {0: 1}, [1, 1], id="the tightest node first, then home"),
+        pytest.param([1, 3, 3], {0: 2}, [2, 2, 2, 0], id="home among the roomiest"),
+        pytest.param([2, 2], {}, [0, 0], id="no home: the first"),
+    ],
+)
+def test_between_nodes_as_roomy_a_job_keeps_to_its_own(
+    free: list[int], current: dict[int, int], nodes: list[int]
+) -> None:
+    count = len(nodes)
+    assert fewest_nodes(free, count=count, size=1, prefer=home(current)) == nodes
+
+
+def test_home_weighs_worker_0s_node_above_any_other() -> None:
+    assert home({0: 3, 1: 1, 2: 1, 3: 1}) == {3: 5, 1: 3}
+    assert home({1: 2, 2: 2}) == {2: 2}  # no worker-0: its pods alone
 
 
 @pytest.mark.parametrize(

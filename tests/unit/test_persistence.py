@@ -7,8 +7,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from autoscaler.api.ownership import Owner
 from autoscaler.engine.persistence import StateStore, decided_from, due_refreshes, essence
-from autoscaler.engine.ports import ManagedJob, Owner, ScaleResult
+from autoscaler.engine.ports import ManagedJob, ScaleResult
 from autoscaler.engine.state import DecisionRecord, JobState, Point, Step
 from tests.support.clock import NOW
 from tests.support.engine_jobs import managed_job

@@ -6,9 +6,10 @@ from datetime import timedelta
 
 import pytest
 
+from autoscaler.api.ownership import Owner
 from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.pipeline import settle_round
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.ports import ManagedJob
 from autoscaler.engine.queueing import refused_hold
 from autoscaler.engine.settle import RESCALE_COOLDOWN, Settled
 from autoscaler.engine.state import DecisionRecord, JobState, Step, StepName

@@ -42,6 +42,8 @@ def unit(placed: dict[int, str | None], *, minimum: int = 1, size: int = 1) -> p
         # Growing 3 -> 4: worker 2 alone on b moves to a, where 0, 1 and the newcomer fit.
         # (its replacement, gated again, is pinned to a by the next step).
         ({0: "a", 1: "a", 2: "b", 3: None}, {"a": 2, "b": 3}, 1, "a", ("w-2",), "a"),
+        # Growing 1 -> 2 where two nodes are as roomy: beside worker-0, nothing moves.
+        ({0: "b", 1: None}, {"a": 2, "b": 1}, 1, "b", (), ""),
         # A running job grows only by more than it has placed: 2 placed, only room for 2.
         ({0: "a", 1: "b", 2: None}, {"a": 0, "b": 0, "c": 0}, 1, None, (), ""),
     ],
@@ -152,6 +154,89 @@ def test_only_elastic_torchrun_workers_requesting_the_resource_qualify() -> None
     assert not pp.qualifies(job, replica_type="Worker", resource="x.io/tpu")
     assert not pp.qualifies(job, replica_type="Master", resource=GPU)
     assert not pp.qualifies(manifest(elasticPolicy=None), replica_type="Worker", resource=GPU)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "labels", "metrics"),
+    [
+        ({"elastic-autoscaler.io/opt-out": "True"}, {}, None),
+        ({}, {"kueue.x-k8s.io/queue-name": "q"}, None),
+        (
+            {},
+            {},
+            [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": 80},
+                    },
+                }
+            ],
+        ),
+    ],
+    ids=["opted out", "queued by Kueue", "sized by its HPA"],
+)
+def test_a_job_whose_count_another_owner_writes_is_left_to_the_scheduler(
+    annotations: dict[str, str], labels: dict[str, str], metrics: Any
+) -> None:
+    job = elastic_job("j", replicas=2, low=1, high=4)
+    job["metadata"] |= {"annotations": annotations, "labels": labels}
+    job["spec"]["elasticPolicy"]["metrics"] = metrics
+    spec = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    spec["containers"][0]["resources"] = {"limits": {GPU: "1"}}
+    built = default_job(PyTorchJob.model_validate(job))
+    assert not pp.qualifies(built, replica_type="Worker", resource=GPU)
+    job["metadata"] |= {"annotations": {}, "labels": {}}
+    job["spec"]["elasticPolicy"]["metrics"] = None
+    assert pp.qualifies(
+        default_job(PyTorchJob.model_validate(job)), replica_type="Worker", resource=GPU
+    )
+
+
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+TERM = {"labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": HOSTNAME}
+NODE_TERM = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Exists"}]}]}
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "left_to_the_scheduler"),
+    [
+        ("affinity", {"nodeAffinity": {REQUIRED: NODE_TERM}}, True),
+        ("affinity", {"podAffinity": {REQUIRED: [TERM]}}, True),
+        ("affinity", {"podAntiAffinity": {REQUIRED: [TERM]}}, True),
+        (
+            "affinity",
+            {
+                "podAntiAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 1, "podAffinityTerm": TERM}
+                    ]
+                }
+            },
+            False,
+        ),
+        (
+            "topologySpreadConstraints",
+            [{"maxSkew": 1, "topologyKey": HOSTNAME, "whenUnsatisfiable": "DoNotSchedule"}],
+            True,
+        ),
+        (
+            "topologySpreadConstraints",
+            [{"maxSkew": 1, "topologyKey": HOSTNAME, "whenUnsatisfiable": "ScheduleAnyway"}],
+            False,
+        ),
+    ],
+)
+def test_workers_with_constraints_only_the_scheduler_reads_are_left_to_it(
+    field: str, value: Any, left_to_the_scheduler: bool
+) -> None:
+    job = elastic_job("j", replicas=2, low=1, high=4)
+    spec = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    spec["containers"][0]["resources"] = {"limits": {GPU: "1"}}
+    spec[field] = value
+    built = default_job(PyTorchJob.model_validate(job))
+    assert pp.qualifies(built, replica_type="Worker", resource=GPU) is not left_to_the_scheduler
 
 
 def test_a_pin_the_scheduler_cannot_bind_is_undone_after_a_while() -> None:

@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
+from autoscaler.api.ownership import Owner
 from autoscaler.clients.prometheus import (
     PrometheusThroughput,
     check_window,
     duration_seconds,
     parse_result,
 )
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.ports import ManagedJob
 from autoscaler.engine.throughput_query import check_template, escape_string, render_query
 from autoscaler.metrics_contract import (
     DEFAULT_QUERY_TEMPLATE,

@@ -6,9 +6,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from autoscaler.api.ownership import Owner
 from autoscaler.engine.config import EngineConfig, PolicySelection, SettleConfig
 from autoscaler.engine.engine import Engine
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.ports import ManagedJob
 from autoscaler.engine.queueing import (
     may_hold,
     queue,

@@ -4,9 +4,10 @@ from datetime import timedelta
 
 import pytest
 
+from autoscaler.api.ownership import Owner
 from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.pipeline import settle_job
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.engine.ports import ManagedJob
 from autoscaler.engine.settle import (
     Settled,
     fit_capacity,

@@ -5,7 +5,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.api.ownership import Owner
+from autoscaler.engine.ports import ManagedJob
 from autoscaler.sim.profiles import Profile, ProfileRow
 from autoscaler.sim.results import RunResult
 from autoscaler.sim.simulation import SimConfig, Simulation

@@ -5,7 +5,8 @@ import dataclasses
 import math
 from pathlib import Path
 
-from autoscaler.engine.ports import ManagedJob, Owner
+from autoscaler.api.ownership import Owner
+from autoscaler.engine.ports import ManagedJob
 from autoscaler.sim.goodput import GoodputJob, load_application
 from autoscaler.sim.gradients import SimGradients
 from autoscaler.sim.state import Phase, SimJob, SimState

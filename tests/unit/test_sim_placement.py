@@ -69,13 +69,22 @@ def test_no_job_ever_running_has_no_spread_share() -> None:
 
 
 def test_a_job_split_by_the_others_counts_as_spread() -> None:
-    # a and b fill 3 GPUs of each node; c's 2 pods can only go one on each
-    sim, result = run([job("a", asked=3), job("b", asked=3), job("c", asked=2)])
+    # placed as kube-scheduler places each pod: a and b fill 3 GPUs of each node, c's 2 pods
+    # can only go one on each
+    jobs = [job("a", asked=3), job("b", asked=3), job("c", asked=2)]
+    sim, result = run(jobs, planned_placement=False)
     assert result.job_rounds == 3 * sim.rounds
     assert result.spread_rounds == sim.rounds  # a and b packed, c spread in every round
     assert result.spread_share == pytest.approx(result.spread_rounds / result.job_rounds)
     placed = {job.spec.name: sorted(job.pods.values()) for job in sim.state.jobs}
     assert placed == {"a": [0, 0, 0], "b": [1, 1, 1], "c": [0, 1]}
+
+
+def test_by_default_a_job_that_would_be_split_runs_packed_at_fewer_workers() -> None:
+    sim, result = run([job("a", asked=3), job("b", asked=3), job("c", asked=2)])
+    assert result.spread_rounds == 0
+    placed = {job.spec.name: sorted(job.pods.values()) for job in sim.state.jobs}
+    assert placed == {"a": [0, 0, 0], "b": [1, 1, 1], "c": [0]}  # its second pod waits
 
 
 def test_a_gang_that_does_not_fit_whole_binds_nothing() -> None:

@@ -321,3 +321,18 @@ def test_upstreams_default_template_file_is_optional_and_any_other_is_not(
     mine.write_text(InitContainers.template.replace("init-pytorch", "wait"))
     settings = pod_settings(operator_args(f"--pytorch-init-container-template-file={mine}"))
     assert "wait" in settings.init.template
+
+
+@pytest.mark.parametrize(
+    ("argv", "resource"),
+    [
+        ((), "nvidia.com/gpu"),  # the planned placement is on by default
+        (("--planned-placement=amd.com/gpu",), "amd.com/gpu"),
+        (("--planned-placement=none",), None),  # kube-scheduler places every pod
+        (("--planned-placement=",), None),
+    ],
+)
+def test_the_planned_placement_places_gpu_workers_unless_turned_off(
+    argv: tuple[str, ...], resource: str | None
+) -> None:
+    assert pod_settings(operator_args(*argv)).placement_resource == resource

@@ -105,7 +105,7 @@ def operator_health(m: OperatorMetrics | None = None) -> JSON:
         ),
         timeseries_panel(
             "Planned placement",
-            "With --planned-placement: workers held by its gate until they pack, and workers "
+            "The planned placement: workers held by its gate until they pack, and workers "
             "pinned to a node and deleted to move, per minute.",
             [
                 target(f"sum({q.select(q.series(m.waiting_workers), on)})", "waiting"),
