@@ -2,7 +2,7 @@
 
 kube-scheduler places one pod at a time, and a job grows into whatever GPUs are free, so a busy
 cluster leaves jobs spread over more nodes than their GPUs fill (the engine's curves assume
-them packed). The planned placement places them so instead (the operator's
+them packed). The planned placement places them so instead (the operator's default,
 `--planned-placement`, `autoscaler.controller.planned_placement`; the simulator's
 `planned_placement`):
 - a job's workers are placed together, at its start, whenever they restart anyway (a torchrun

@@ -1,7 +1,7 @@
-"""The planned placement (pure), with `--planned-placement RESOURCE`: the operator, not
-kube-scheduler one pod at a time, chooses the nodes of each elastic torchrun job's workers that
-request RESOURCE, as one unit, on as few nodes as they fill (`autoscaler.api.packing`, the rule
-the simulator's planned mode measures).
+"""The planned placement (pure), `--planned-placement RESOURCE` (default `nvidia.com/gpu`): the
+operator, not kube-scheduler one pod at a time, chooses the nodes of the workers that request
+RESOURCE of each elastic torchrun job the engine sizes (`qualifies`), as one unit, on as few nodes
+as they fill (`autoscaler.api.packing`, the rule the simulator's planned mode measures).
 
 Each such worker is created held by a scheduling gate (GATE). The placement step
 (`placement_runtime`, one at a time) then takes the jobs with gated workers, largest first:

@@ -2,12 +2,13 @@
 
 Rules (documented once, here):
 - Capacity is `nodes x gpus_per_node` GPUs. A worker pod needs `gpus_per_replica` GPUs on one
-  node and goes where kube-scheduler's default profile would put it with the operator's packing
-  affinity (`autoscaler.sim.placement`): among the nodes with room, towards the job's own workers,
-  else the emptiest. With 1-GPU pods whether a pod binds depends on the total only. Throughput
+  node. Without the planned placement (the operator's `--planned-placement none`) it goes where
+  kube-scheduler's default profile would put it with the operator's packing affinity
+  (`autoscaler.sim.placement`): among the nodes with room, towards the job's own workers, else
+  the emptiest. With 1-GPU pods whether a pod binds depends on the total only. Throughput
   assumes packed workers, and the run's spread share says how often they were not; a job given
   `split_rates` runs at those while its workers are on more than one node.
-- With the planned placement (`autoscaler.api.packing`, the operator's `--planned-placement`)
+- With the planned placement (`autoscaler.api.packing`, the operator's default; `planned`)
   no pod is placed one by one: at each instant torchrun jobs whose workers restart now,
   or that can grow, are re-placed as units (the most GPUs first), each with the most of its spec
   that packs (a growing one keeps its place when no growth packs), then queued jobs start in
