@@ -127,12 +127,12 @@ class PlacementRuntime:
         units, jobs = [], {}
         for key in sorted(keys):
             job = self.jobs.get(key)
+            if job is None:
+                continue
             try:
-                parsed = PyTorchJob.model_validate(job) if job is not None else None
+                parsed = PyTorchJob.model_validate(job)
             except ValueError:
                 continue  # the reconcile pass reports it
-            if job is None or parsed is None:
-                continue
             if not pp.qualifies(parsed, replica_type=c.WORKER, resource=self.resource):
                 self.release(self.kube, self.pods.indexed(key))  # kube-scheduler places them
                 continue

@@ -204,7 +204,8 @@ def place_unit(unit: Unit, free: Mapping[str, int], *, per_node: int) -> Decisio
         if node in position:  # its own room may be used again
             room_now[position[node]] += unit.size
     low = max(unit.minimum, len(placed) + 1) if placed else unit.minimum
-    current = {index: position[node] for index, node in placed.items() if node in position}
+    # Each placed worker's node by position (-1: a node it may no longer use).
+    current = {index: position.get(node, -1) for index, node in placed.items()}
     target = packed(
         room_now, low=low, high=len(unit.workers), size=unit.size, per_node=per_node,
         prefer=home(current),
@@ -217,7 +218,7 @@ def place_unit(unit: Unit, free: Mapping[str, int], *, per_node: int) -> Decisio
         # (its workers deleted, their replacements placed together by a later step).
         everyone = tuple(by_index[index] for index in sorted(placed))
         return Decision(pins={}, movers=everyone, reserved=tuple(names[i] for i in target))
-    stay, new = kept({index: position.get(node, -1) for index, node in placed.items()}, target)
+    stay, new = kept(current, target)
     movers = tuple(by_index[index] for index in sorted(placed) if index not in stay)
     pins = {w.name: names[node] for w, node in zip(waiting, new, strict=False)}
     reserved = tuple(names[node] for node in new[len(pins) :])
