@@ -33,6 +33,7 @@ from autoscaler.clients.kube import PODS, Kube
 from tests.e2e.ft_measure import Resize as FtResize
 from tests.e2e.ft_measure import summarise as ft_summarise
 from tests.e2e.measure import Rescale, summarise
+from tests.e2e.placement import PlacementWatch, SpreadTime, summed
 from tests.e2e.training import Scenario, engine_settings_line
 from tests.support.controlplane import REPO_ROOT, ControlPlane, binaries_dir
 from tests.support.crd import CRD_FILE, established
@@ -68,6 +69,7 @@ _RESCALES = pytest.StashKey[list[Rescale]]()
 _LOST = pytest.StashKey[list[str]]()
 _FT = pytest.StashKey[list[FtResize]]()
 _FT_LOST_STEPS = pytest.StashKey[list[int]]()
+_SPREAD = pytest.StashKey[list[SpreadTime]]()
 
 
 @pytest.fixture(scope="session")
@@ -215,7 +217,9 @@ def scenario(
         ft_resizes=stash.setdefault(_FT, []),
         ft_lost_steps=stash.setdefault(_FT_LOST_STEPS, []),
     )
+    watch = PlacementWatch(e2e_api, e2e_namespace).start()
     yield made
+    stash.setdefault(_SPREAD, []).append(watch.stop())
     for job in made.jobs:
         job.stop_watching()
         # A job a scenario started and did not see succeed is lost, whatever the reason.
@@ -234,6 +238,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         lines = [r.to_json() for r in measured] + [f'{{"lost": {len(lost)}}}']
         lines += [r.to_json() for r in session.config.stash.get(_FT, [])]
         lines.append(f'{{"ft_lost_steps": {sum(session.config.stash.get(_FT_LOST_STEPS, []))}}}')
+        lines.append(summed(session.config.stash.get(_SPREAD, [])).to_json())
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(lines) + "\n")
 
@@ -251,6 +256,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         summary = summarise(measured, lost_jobs=len(config.stash.get(_LOST, [])))
         for line in (summary.scale_up_line, summary.node_lost_line, summary.line):
             terminalreporter.write_line(line)
+        terminalreporter.write_line(summed(config.stash.get(_SPREAD, [])).line)
     ft_measured = config.stash.get(_FT, None)
     if ft_measured:
         terminalreporter.section("elastic training, torchft mode")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from autoscaler import fault_tolerance as ft
-from tests.e2e import ft_measure
+from tests.e2e import ft_measure, placement
 from tests.e2e.measure import Rescale, Summary, summarise
 from tests.e2e.training import CHECKPOINT_EVERY, COLLECTIVE_TIMEOUT, engine_settings_line
 
@@ -26,13 +26,16 @@ TARGET_NODE_LOST = COLLECTIVE_TIMEOUT + TARGET_MAX_STALL
 TARGET_FT_NODE_LOST = ft.DEFAULT_TIMEOUT_SECONDS + TARGET_FT_MEDIAN_PAUSE
 
 
-def read(path: Path) -> tuple[Summary, ft_measure.Summary]:
-    """The run's figures, torchrun's and torchft mode's; a run that wrote no report (it ended
-    before any scenario) has none."""
+def read(path: Path) -> tuple[Summary, ft_measure.Summary, placement.SpreadTime]:
+    """The run's figures, torchrun's, torchft mode's and where the jobs ran; a run that wrote no
+    report (it ended before any scenario) has none."""
     rescales, lost, resizes, lost_steps = [], 0, [], 0
+    spread = placement.SpreadTime(spread_seconds=0.0, running_seconds=0.0)
     for line in path.read_text().splitlines() if path.exists() else []:
         record = json.loads(line)
-        if "lost" in record:
+        if record.get("kind") == placement.KIND:
+            spread = placement.SpreadTime(record["spread_seconds"], record["running_seconds"])
+        elif "lost" in record:
             lost = int(record["lost"])
         elif "ft_lost_steps" in record:
             lost_steps = int(record["ft_lost_steps"])
@@ -40,7 +43,8 @@ def read(path: Path) -> tuple[Summary, ft_measure.Summary]:
             resizes.append(ft_measure.Resize(**record))
         else:
             rescales.append(Rescale(**record))
-    return summarise(rescales, lost_jobs=lost), ft_measure.summarise(resizes, lost_steps=lost_steps)
+    summary = summarise(rescales, lost_jobs=lost)
+    return summary, ft_measure.summarise(resizes, lost_steps=lost_steps), spread
 
 
 def misses(summary: Summary) -> list[str]:
@@ -92,9 +96,18 @@ def ft_misses(summary: ft_measure.Summary) -> list[str]:
     return [message for ok, message in checks if not ok]
 
 
+def spread_misses(spread: placement.SpreadTime) -> list[str]:
+    """The placement's target, missed or not measured, with its figure."""
+    if not spread.running_seconds:
+        return ["no GPU job's placement was measured"]
+    if spread.share > placement.TARGET_SPREAD_SHARE:
+        return [f"jobs ran spread {spread.share:.0%} of the time"]
+    return []
+
+
 def main(argv: list[str]) -> int:
-    summary, ft_summary = read(Path(argv[0]))
-    missed = misses(summary) + ft_misses(ft_summary)
+    summary, ft_summary, spread = read(Path(argv[0]))
+    missed = misses(summary) + ft_misses(ft_summary) + spread_misses(spread)
     for message in missed:
         print(f"target missed: {message}", file=sys.stderr)
     print(engine_settings_line())
@@ -105,6 +118,7 @@ def main(argv: list[str]) -> int:
     print(ft_summary.newcomer_line)
     print(ft_summary.node_lost_line)
     print(ft_summary.lighthouse_line)
+    print(spread.line)
     return 1 if missed else 0
 
 

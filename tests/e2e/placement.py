@@ -1,0 +1,194 @@
+"""Where the scenarios' jobs ran: the share of the time a job's running workers were on more
+nodes than their GPUs fill (the spread share), watched from the API server.
+
+A watch on the namespace's pods notes each job's running workers and their nodes whenever one
+changes; `spread_time` weighs each layout by how long it lasted."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from kubernetes import client
+
+from autoscaler.api import coordinates as c
+from autoscaler.api.packing import nodes_needed
+from autoscaler.clients.kube import PODS, Kube
+from tests.support.node_agent import GPU
+
+JSON = dict[str, Any]
+TARGET_SPREAD_SHARE = 0.10
+KIND = "spread"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """From `at`, a job's running workers: whether they are on more nodes than their GPUs fill
+    (None: none runs)."""
+
+    at: float
+    job: str
+    spread: bool | None
+
+
+@dataclass(frozen=True)
+class SpreadTime:
+    """Seconds jobs ran with their workers spread, of the seconds they ran at all."""
+
+    spread_seconds: float
+    running_seconds: float
+
+    @property
+    def share(self) -> float:
+        return self.spread_seconds / self.running_seconds if self.running_seconds else 0.0
+
+    def to_json(self) -> str:
+        return json.dumps({"kind": KIND, **asdict(self)})
+
+    @property
+    def line(self) -> str:
+        return (
+            f"e2e placement: running jobs spread over more nodes than their GPUs fill "
+            f"{self.share:.0%} of {self.running_seconds:.0f} job-seconds (target "
+            f"<= {TARGET_SPREAD_SHARE:.0%})"
+        )
+
+
+def spread(workers: Iterable[tuple[str, int]], *, node_gpus: Mapping[str, int]) -> bool:
+    """Whether running workers ((node, GPUs) each) are on more nodes than their GPUs fill, on
+    nodes the size of the largest they use."""
+    placed = list(workers)
+    per_node = max(node_gpus[node] for node, _ in placed)
+    gpus = sum(size for _, size in placed)
+    return len({node for node, _ in placed}) > nodes_needed(gpus, size=1, per_node=per_node)
+
+
+def spread_time(layouts: Sequence[Layout], *, end: float) -> SpreadTime:
+    """Each job's layouts, each lasting until the job's next one (the last until `end`)."""
+    spread_seconds = running_seconds = 0.0
+    by_job: dict[str, list[Layout]] = {}
+    for layout in sorted(layouts, key=lambda layout: layout.at):
+        by_job.setdefault(layout.job, []).append(layout)
+    for timeline in by_job.values():
+        ends = [layout.at for layout in timeline[1:]] + [end]
+        for layout, until in zip(timeline, ends, strict=True):
+            if layout.spread is not None:
+                running_seconds += until - layout.at
+                spread_seconds += (until - layout.at) * layout.spread
+    return SpreadTime(spread_seconds=spread_seconds, running_seconds=running_seconds)
+
+
+def summed(measured: Iterable[SpreadTime]) -> SpreadTime:
+    found = list(measured)
+    return SpreadTime(
+        spread_seconds=sum(m.spread_seconds for m in found),
+        running_seconds=sum(m.running_seconds for m in found),
+    )
+
+
+def gpus(pod: JSON) -> int:
+    """The GPUs a pod's containers request."""
+    return sum(
+        int(((container.get("resources") or {}).get("requests") or {}).get(GPU, 0))
+        for container in pod["spec"]["containers"]
+    )
+
+
+def running_gpu_worker(pod: JSON) -> bool:
+    labels = pod["metadata"].get("labels") or {}
+    return (
+        labels.get(c.LABEL_REPLICA_TYPE) == c.WORKER.lower()
+        and c.LABEL_JOB_NAME in labels
+        and not pod["metadata"].get("deletionTimestamp")
+        and (pod.get("status") or {}).get("phase") == "Running"
+        and bool(pod["spec"].get("nodeName"))
+        and gpus(pod) > 0
+    )
+
+
+class PlacementWatch:
+    """The layouts of a namespace's GPU jobs, from a watch on its pods."""
+
+    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+        self.api, self.namespace = api, namespace
+        self.layouts: list[Layout] = []
+        self._pods: dict[str, JSON] = {}  # name -> the newest object seen
+        self._node_gpus: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._response: Any = None
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def start(self) -> PlacementWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> SpreadTime:
+        """Stop watching; the spread time up to now."""
+        end = time.time()
+        self._stop.set()
+        if self._response is not None:
+            with contextlib.suppress(Exception):
+                self._response.shutdown()
+        self._thread.join(timeout=5)
+        return spread_time(self.layouts, end=end)
+
+    def _watch(self) -> None:
+        kube = Kube(self.api)
+        while not self._stop.is_set():
+            try:
+                listing = kube.list(PODS, namespace=self.namespace)
+                self._pods = {pod["metadata"]["name"]: pod for pod in listing["items"]}
+                self._note()
+                rv = listing["metadata"]["resourceVersion"]
+                for event in kube.watch(PODS, resource_version=rv, timeout=30, on_open=self._open):
+                    pod = event["object"]
+                    if event["type"] == "DELETED":
+                        self._pods.pop(pod["metadata"]["name"], None)
+                    elif event["type"] in ("ADDED", "MODIFIED"):
+                        self._pods[pod["metadata"]["name"]] = pod
+                    self._note()
+            except Exception:  # the watch ended or the API server is restarting: list again
+                self._stop.wait(0.2)
+
+    def _open(self, response: Any) -> None:
+        self._response = response
+        if self._stop.is_set():
+            with contextlib.suppress(Exception):
+                response.shutdown()
+
+    def _note(self) -> None:
+        """A layout for each job whose running workers changed (or stopped running)."""
+        now, placed = time.time(), self._placed()
+        latest: dict[str, bool | None] = {}
+        for layout in self.layouts:
+            latest[layout.job] = layout.spread
+        for job in set(latest) | set(placed):
+            if job in placed:
+                state: bool | None = spread(placed[job], node_gpus=self._node_gpus)
+            else:
+                state = None
+            if job not in latest or latest[job] != state:
+                self.layouts.append(Layout(at=now, job=job, spread=state))
+
+    def _placed(self) -> dict[str, list[tuple[str, int]]]:
+        placed: dict[str, list[tuple[str, int]]] = {}
+        for pod in self._pods.values():
+            if running_gpu_worker(pod) and self._known(pod["spec"]["nodeName"]):
+                job = pod["metadata"]["labels"][c.LABEL_JOB_NAME]
+                placed.setdefault(job, []).append((pod["spec"]["nodeName"], gpus(pod)))
+        return placed
+
+    def _known(self, node: str) -> bool:
+        """Whether the node's GPUs are known (read once; a node gone is skipped)."""
+        if node not in self._node_gpus:
+            try:
+                found = client.CoreV1Api(self.api).read_node(node)
+            except client.ApiException:
+                return False
+            self._node_gpus[node] = int((found.status.capacity or {}).get(GPU, 0))
+        return self._node_gpus[node] > 0
