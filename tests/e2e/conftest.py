@@ -202,6 +202,7 @@ def scenario(
     e2e_prometheus: PrometheusServer,
     e2e_namespace: str,
     nodes: Callable[..., NodeAgent],
+    e2e_operator: ServiceProcess,
     tmp_path: Path,
 ) -> Iterator[Scenario]:
     stash = request.config.stash
@@ -217,7 +218,7 @@ def scenario(
         ft_resizes=stash.setdefault(_FT, []),
         ft_lost_steps=stash.setdefault(_FT_LOST_STEPS, []),
     )
-    watch = PlacementWatch(e2e_api, e2e_namespace).start()
+    watch = PlacementWatch(e2e_api, e2e_namespace, e2e_operator).start()
     yield made
     stash.setdefault(_SPREAD, []).append(watch.stop())
     for job in made.jobs:

@@ -1,5 +1,6 @@
 """Where the scenarios' jobs ran: the share of the time a job's running workers were on more
-nodes than their GPUs fill (the spread share), watched from the API server.
+nodes than their GPUs fill (the spread share), watched from the API server, and the workers the
+operator's planned placement pinned and moved, from its metrics.
 
 A watch on the namespace's pods notes each job's running workers and their nodes whenever one
 changes; `spread_time` weighs each layout by how long it lasted."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,6 +21,7 @@ from kubernetes import client
 from autoscaler.api import coordinates as c
 from autoscaler.api.packing import nodes_needed
 from autoscaler.clients.kube import PODS, Kube
+from tests.support.engine_process import ServiceProcess
 from tests.support.node_agent import GPU
 
 JSON = dict[str, Any]
@@ -38,10 +41,13 @@ class Layout:
 
 @dataclass(frozen=True)
 class SpreadTime:
-    """Seconds jobs ran with their workers spread, of the seconds they ran at all."""
+    """Seconds jobs ran with their workers spread, of the seconds they ran at all; the workers
+    the planned placement pinned, and those it moved, meanwhile."""
 
     spread_seconds: float
     running_seconds: float
+    placed_workers: int = 0
+    moved_workers: int = 0
 
     @property
     def share(self) -> float:
@@ -55,7 +61,8 @@ class SpreadTime:
         return (
             f"e2e placement: running jobs spread over more nodes than their GPUs fill "
             f"{self.share:.0%} of {self.running_seconds:.0f} job-seconds (target "
-            f"<= {TARGET_SPREAD_SHARE:.0%})"
+            f"<= {TARGET_SPREAD_SHARE:.0%}); workers pinned by the planned placement "
+            f"{self.placed_workers}, moved {self.moved_workers}"
         )
 
 
@@ -88,7 +95,26 @@ def summed(measured: Iterable[SpreadTime]) -> SpreadTime:
     return SpreadTime(
         spread_seconds=sum(m.spread_seconds for m in found),
         running_seconds=sum(m.running_seconds for m in found),
+        placed_workers=sum(m.placed_workers for m in found),
+        moved_workers=sum(m.moved_workers for m in found),
     )
+
+
+PLACED = "autoscaler_operator_placed_workers_total"
+MOVED = "autoscaler_operator_moved_workers_total"
+
+
+def counter(exposition: str, name: str) -> int:
+    """An unlabelled counter's value in a metrics exposition (0 before its first increment)."""
+    found = re.search(rf"^{name} (\S+)$", exposition, re.MULTILINE)
+    return int(float(found.group(1))) if found else 0
+
+
+def placement_counts(operator: ServiceProcess) -> tuple[int, int]:
+    """The workers the operator's planned placement has pinned and moved since it started."""
+    status, body = operator.get("/metrics")
+    assert status == 200, body
+    return counter(body, PLACED), counter(body, MOVED)
 
 
 def gpus(pod: JSON) -> int:
@@ -114,8 +140,9 @@ def running_gpu_worker(pod: JSON) -> bool:
 class PlacementWatch:
     """The layouts of a namespace's GPU jobs, from a watch on its pods."""
 
-    def __init__(self, api: client.ApiClient, namespace: str) -> None:
-        self.api, self.namespace = api, namespace
+    def __init__(self, api: client.ApiClient, namespace: str, operator: ServiceProcess) -> None:
+        self.api, self.namespace, self.operator = api, namespace, operator
+        self._counts = placement_counts(operator)
         self.layouts: list[Layout] = []
         self._pods: dict[str, JSON] = {}  # name -> the newest object seen
         self._node_gpus: dict[str, int] = {}
@@ -128,14 +155,20 @@ class PlacementWatch:
         return self
 
     def stop(self) -> SpreadTime:
-        """Stop watching; the spread time up to now."""
-        end = time.time()
+        """Stop watching; the spread time up to now, and the workers placed since the start."""
+        end, (placed, moved) = time.time(), placement_counts(self.operator)
         self._stop.set()
         if self._response is not None:
             with contextlib.suppress(Exception):
                 self._response.shutdown()
         self._thread.join(timeout=5)
-        return spread_time(self.layouts, end=end)
+        spent = spread_time(self.layouts, end=end)
+        return SpreadTime(
+            spent.spread_seconds,
+            spent.running_seconds,
+            placed_workers=placed - self._counts[0],
+            moved_workers=moved - self._counts[1],
+        )
 
     def _watch(self) -> None:
         kube = Kube(self.api)

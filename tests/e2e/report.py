@@ -34,7 +34,8 @@ def read(path: Path) -> tuple[Summary, ft_measure.Summary, placement.SpreadTime]
     for line in path.read_text().splitlines() if path.exists() else []:
         record = json.loads(line)
         if record.get("kind") == placement.KIND:
-            spread = placement.SpreadTime(record["spread_seconds"], record["running_seconds"])
+            record.pop("kind")
+            spread = placement.SpreadTime(**record)
         elif "lost" in record:
             lost = int(record["lost"])
         elif "ft_lost_steps" in record:

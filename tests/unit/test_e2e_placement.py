@@ -7,8 +7,11 @@ import pytest
 
 from autoscaler.api import coordinates as c
 from tests.e2e.placement import (
+    MOVED,
+    PLACED,
     Layout,
     SpreadTime,
+    counter,
     running_gpu_worker,
     spread,
     spread_time,
@@ -50,7 +53,9 @@ def test_spread_time_weighs_each_layout_until_the_jobs_next() -> None:
     # x: 20 s packed, 10 s not running, 10 s spread; y: 2 s spread, 28 s packed.
     assert found == SpreadTime(spread_seconds=12.0, running_seconds=60.0)
     assert found.share == pytest.approx(0.2)
-    assert summed([found, found]) == SpreadTime(24.0, 120.0)
+    assert summed([found, SpreadTime(12.0, 60.0, placed_workers=3, moved_workers=1)]) == (
+        SpreadTime(24.0, 120.0, placed_workers=3, moved_workers=1)
+    )
     assert spread_time([], end=5.0).share == 0.0
 
 
@@ -102,11 +107,23 @@ def test_the_report_prints_the_spread_share(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     report = tmp_path / "report.jsonl"
-    report.write_text(SpreadTime(30.0, 200.0).to_json() + "\n")
+    report.write_text(SpreadTime(30.0, 200.0, placed_workers=7, moved_workers=2).to_json() + "\n")
     main([str(report)])
     out, err = capsys.readouterr()
     assert (
         "e2e placement: running jobs spread over more nodes than their GPUs fill 15% of 200"
-        " job-seconds (target <= 10%)" in out
+        " job-seconds (target <= 10%); workers pinned by the planned placement 7, moved 2" in out
     )
     assert "target missed: jobs ran spread 15% of the time" in err
+
+
+EXPOSITION = f"""# HELP {PLACED} Workers the planned placement pinned to a node
+# TYPE {PLACED} counter
+{PLACED} 12.0
+{PLACED.removesuffix("_total")}_created 1.7e+09
+"""
+
+
+def test_the_operators_placement_counters_are_read_from_its_metrics() -> None:
+    assert counter(EXPOSITION, PLACED) == 12
+    assert counter(EXPOSITION, MOVED) == 0  # not incremented yet
