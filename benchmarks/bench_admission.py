@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_admission                    # evaluation workloads 5-8, load 1.0
     python -m benchmarks.bench_admission --workloads workload-5 --parallel 2
+    python -m benchmarks.bench_admission --load 2.0         # another of bench-sim's loads
 
 On Pollux's workloads with goodput (the cluster and data of `benchmarks.bench_sim`), the default
 runs twice per workload, in the same process pool:
@@ -23,7 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from autoscaler.sim import SimConfig, compare
 from autoscaler.sim.results import RunResult
-from benchmarks.bench_sim import OURS, POLLUX, POLLUX_GOODPUT, Check
+from benchmarks.bench_sim import GOODPUT_LOADS, OURS, POLLUX, POLLUX_GOODPUT, Check
 
 EVALUATION = tuple(f"workload-{i}" for i in range(5, 9))
 MEAN_LIMIT = 0.95
@@ -36,10 +37,10 @@ RULES = {
 }
 
 
-def run(workload: str, config: SimConfig) -> RunResult:
-    """The default on one Pollux workload at load 1.0 with `config`."""
+def run(workload: str, config: SimConfig, load: str) -> RunResult:
+    """The default on one Pollux workload at `load` with `config`."""
     comparison = compare(
-        workload=POLLUX / "workloads" / f"{workload}.csv",
+        workload=POLLUX / GOODPUT_LOADS[load] / f"{workload}.csv",
         profiles=POLLUX / "traces",
         config=config,
         policies=[OURS],
@@ -62,7 +63,7 @@ def checks(workload: str, regime: str, present: RunResult, waiting: RunResult) -
     ]  # fmt: skip
 
 
-def report(workloads: Sequence[str], *, workers: int) -> list[Check]:
+def report(workloads: Sequence[str], *, workers: int, load: str = "1.0") -> list[Check]:
     """Every workload's two runs per regime, their figures, and the targets."""
     found: list[Check] = []
     regimes = {"work declared": True, "no work declared": False}
@@ -73,12 +74,12 @@ def report(workloads: Sequence[str], *, workers: int) -> list[Check]:
         for rule, config in RULES.items()
     ]
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(run, workload, config) for workload, _, _, config in cases]
+        futures = [pool.submit(run, workload, config, load) for workload, _, _, config in cases]
         results = {
             (workload, regime, rule): future.result()
             for (workload, regime, rule, _), future in zip(cases, futures, strict=True)
         }
-    print(f"\n== admission: {OURS} on Pollux's workloads with goodput, load 1.0")
+    print(f"\n== admission: {OURS} on Pollux's workloads with goodput, load {load}")
     for regime in regimes:
         for workload in workloads:
             present = results[(workload, regime, "present rule")]
@@ -96,8 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workloads", default=",".join(EVALUATION), help="comma-separated")
     parser.add_argument("--parallel", type=int, default=2)
+    parser.add_argument("--load", choices=list(GOODPUT_LOADS), default="1.0")
     args = parser.parse_args(argv)
-    found = report(args.workloads.split(","), workers=args.parallel)
+    found = report(args.workloads.split(","), workers=args.parallel, load=args.load)
     return 1 if any(not check.met for check in found) else 0
 
 

@@ -144,6 +144,7 @@ class PlacementWatch:
         self.api, self.namespace, self.operator = api, namespace, operator
         self._counts = placement_counts(operator)
         self.layouts: list[Layout] = []
+        self._latest: dict[str, bool | None] = {}  # each job's newest layout's spread
         self._pods: dict[str, JSON] = {}  # name -> the newest object seen
         self._node_gpus: dict[str, int] = {}
         self._stop = threading.Event()
@@ -195,17 +196,12 @@ class PlacementWatch:
                 response.shutdown()
 
     def _note(self) -> None:
-        """A layout for each job whose running workers changed (or stopped running)."""
+        """A layout for each job whose spread changed (or that started or stopped running)."""
         now, placed = time.time(), self._placed()
-        latest: dict[str, bool | None] = {}
-        for layout in self.layouts:
-            latest[layout.job] = layout.spread
-        for job in set(latest) | set(placed):
-            if job in placed:
-                state: bool | None = spread(placed[job], node_gpus=self._node_gpus)
-            else:
-                state = None
-            if job not in latest or latest[job] != state:
+        for job in set(self._latest) | set(placed):
+            state = spread(placed[job], node_gpus=self._node_gpus) if job in placed else None
+            if job not in self._latest or self._latest[job] != state:
+                self._latest[job] = state
                 self.layouts.append(Layout(at=now, job=job, spread=state))
 
     def _placed(self) -> dict[str, list[tuple[str, int]]]:
@@ -223,5 +219,6 @@ class PlacementWatch:
                 found = client.CoreV1Api(self.api).read_node(node)
             except client.ApiException:
                 return False
-            self._node_gpus[node] = int((found.status.capacity or {}).get(GPU, 0))
+            capacity = (found.status.capacity if found.status else None) or {}
+            self._node_gpus[node] = int(capacity.get(GPU, 0))
         return self._node_gpus[node] > 0
