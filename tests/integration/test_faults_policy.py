@@ -194,7 +194,11 @@ def test_a_leaking_policy_is_recycled_and_the_engine_stays_flat(
         recycles = engine.log.read_text().count(REPLACED)
         # It keeps sizing the job: a rescale waits for the throughput at the new count, so the
         # last step to 4 may still be ahead (once measured at 2 here on a loaded machine).
-        wait_for(lambda: workers(cluster) == 4, timeout=90, what="the job sized to 4")
+        try:
+            wait_for(lambda: workers(cluster) == 4, timeout=90, what="the job sized to 4")
+        except AssertionError as missed:  # what held it (it once stayed below 4 for 90 s)
+            newest = rounds_of(tmp_path / "decisions.jsonl")[-5:]
+            raise AssertionError(f"{missed}; the newest rounds: {newest}") from None
     growth = 100.0 * (after - before) / before
     leaked = LEAK_MB * (ROUNDS_BEFORE + ROUNDS_WATCHED)
     # in the engine's own process the leak would have added ~leaked MB; isolated, a few %
