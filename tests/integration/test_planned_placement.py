@@ -2,10 +2,10 @@
 elastic job's workers are held by their scheduling gate until they pack, pinned to the nodes the
 operator chose, and moved when a growth needs other nodes.
 
-A control plane of its own (the session's operator runs without the flag), three 4-GPU Nodes as
-API objects (nothing runs the pods: binding is what is measured), and filler pods bound straight
-to the nodes to take their room. A reaper finishes the pods the operator deletes, the kubelet's
-part."""
+A control plane of its own (the session's operator runs without the flag), with kube-scheduler
+and the scheduler-plugins gang scheduler, 4-GPU Nodes as API objects (nothing runs the pods:
+binding is what is measured), and filler pods bound straight to the nodes to take their room. A
+reaper finishes the pods the operator deletes, the kubelet's part."""
 
 import threading
 from collections.abc import Iterator
@@ -22,12 +22,14 @@ from autoscaler.controller import planned_placement as pp
 from autoscaler.controller.builders import PodSettings, desired_pod
 from autoscaler.controller.placement import HOSTNAME
 from autoscaler.controller.runner import Operator
+from tests.integration.test_gang import PLUGINS, PLUGINS_CRD, podgroup
 from tests.integration.test_gang import control_plane as own_control_plane
 from tests.integration.test_gang import namespace as case_namespace
 from tests.integration.test_gang import operator as own_operator
 from tests.integration.test_operator import Cluster
 from tests.integration.test_packing import LABEL, NODE_GPUS, gpu_job, gpu_nodes, report_spread
 from tests.support.controlplane import ControlPlane
+from tests.support.gang_scheduler import PROFILE, SchedulerPlugins, scheduler_plugins_binary
 from tests.support.node_agent import GPU
 from tests.support.polling import wait_for
 
@@ -101,22 +103,28 @@ def placement(core: client.CoreV1Api, namespace: str, job: str) -> dict[int, str
 def plane(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[ControlPlane, client.ApiClient]]:
-    """A control plane of its own, with kube-scheduler."""
-    with own_control_plane(tmp_path_factory.mktemp("planned-plane")) as (found, api):
+    """A control plane of its own, with kube-scheduler and the scheduler-plugins scheduler."""
+    binary = scheduler_plugins_binary()
+    with own_control_plane(tmp_path_factory.mktemp("planned-plane"), PLUGINS_CRD) as (found, api):
         found.start_scheduler()
-        yield found, api
+        gang = SchedulerPlugins(found, binary).start(api)
+        try:
+            yield found, api
+        finally:
+            gang.stop()
 
 
 @contextmanager
 def placing(
-    plane: tuple[ControlPlane, client.ApiClient], case: str, nodes: int
+    plane: tuple[ControlPlane, client.ApiClient], case: str, nodes: int, gang: str = ""
 ) -> Iterator[tuple[Cluster, list[str], Operator]]:
-    """A namespace, `nodes` 4-GPU Nodes, an operator with the planned placement and a reaper."""
+    """A namespace, `nodes` 4-GPU Nodes, an operator with the planned placement (and `gang`, its
+    `--gang-scheduler-name`) and a reaper."""
     control, api = plane
     with (
         case_namespace(api, case) as cluster,
         gpu_nodes(api, case, count=nodes) as names,
-        own_operator(control, pods=PodSettings(placement_resource=GPU)) as operator,
+        own_operator(control, gang, pods=PodSettings(placement_resource=GPU)) as operator,
         reaper(client.CoreV1Api(api), cluster.ns),
     ):
         yield cluster, names, operator
@@ -185,6 +193,36 @@ def test_a_job_opted_out_of_the_engine_has_its_waiting_workers_released_to_the_s
         wait_for(lambda: not pp.gated(workers(core, ns, "w")[1]), what="the gate lifted")
         assert placement(core, ns, "w") == {0: node, 1: None}  # no GPU left for it
         cluster.jobs.delete_namespaced_custom_object(c.GROUP, c.VERSION, ns, c.PLURAL, "w")
+        core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+
+
+def test_a_gang_scheduler_binds_the_workers_the_planned_placement_pinned(
+    plane: tuple[ControlPlane, client.ApiClient],
+) -> None:
+    """With `--gang-scheduler-name` too, the scheduler-plugins scheduler binds what the placement
+    pinned: a job of 4 (its gang, the minimum of 2) on room 3 and 2 runs 3 workers on one node as
+    a gang, its fourth gated; once room frees there, the fourth joins them."""
+    core = client.CoreV1Api(plane[1])
+    case = f"{CASE}-gang"
+    with placing(plane, case, 2, gang=PROFILE) as (cluster, (a, b), _):
+        ns = cluster.ns
+        filler(core, ns, "on-a", node=a, gpus=1)
+        filler(core, ns, "on-b", node=b, gpus=2)
+        job = gpu_job("g", 4, case)
+        job["spec"]["elasticPolicy"]["minReplicas"] = 2
+        cluster.create(job)
+        expected = {0: a, 1: a, 2: a, 3: None}
+        wait_for(lambda: placement(core, ns, "g") == expected, what=f"g's gang at {expected}")
+        found = workers(core, ns, "g")
+        assert {pod["spec"]["schedulerName"] for pod in found.values()} == {PROFILE}
+        assert pp.gated(found[3])
+        group = podgroup(plane[1], ns, "g", PLUGINS)
+        assert group is not None
+        assert group["spec"]["minMember"] == 2
+        core.delete_namespaced_pod("on-a", ns, grace_period_seconds=0)
+        expected = {0: a, 1: a, 2: a, 3: a}
+        wait_for(lambda: placement(core, ns, "g") == expected, what=f"g at {expected}")
+        cluster.jobs.delete_namespaced_custom_object(c.GROUP, c.VERSION, ns, c.PLURAL, "g")
         core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
 
 
