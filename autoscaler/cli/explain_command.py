@@ -9,8 +9,10 @@ from typing import Any
 
 import yaml
 
+from autoscaler.api import coordinates as c
 from autoscaler.clients.jobs import hpa_status, managed_job, object_name
-from autoscaler.clients.kube import HPAS, JOBS, Kube, NotFoundError, api_client
+from autoscaler.clients.kube import HPAS, JOBS, PODS, Kube, NotFoundError, api_client
+from autoscaler.controller.planned_placement import worker_layout
 from autoscaler.engine.config import load_config
 from autoscaler.engine.explain import explain
 from autoscaler.policies.contract import reporting_of
@@ -48,9 +50,7 @@ def run_explain(args: argparse.Namespace) -> int:
     except NotFoundError:
         raise UnknownJobError(f"pytorchjob {namespace}/{name} not found") from None
     try:
-        hpa: dict[str, Any] | None = kube.get(HPAS, namespace, name)
-    except NotFoundError:
-        hpa = None
+        hpa, workers = _hpa(kube, namespace, name), workers_of(kube, namespace, name)
     finally:
         kube.close()
     report = explain(
@@ -59,9 +59,26 @@ def run_explain(args: argparse.Namespace) -> int:
         hpa=hpa_status(hpa) if hpa is not None else None,
         now=datetime.now(UTC),
         model=_model(args.config),
+        workers=workers,
     )
     print(formatted(report, args.output))
     return 0
+
+
+def _hpa(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        found: dict[str, Any] = kube.get(HPAS, namespace, name)
+    except NotFoundError:
+        return None
+    return found
+
+
+def workers_of(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
+    """Where the job's workers are; None when the caller may not list the namespace's pods."""
+    if not kube.may("list", PODS, namespace=namespace):
+        return None
+    selector = f"{c.LABEL_JOB_NAME}={name},{c.LABEL_REPLICA_TYPE}={c.WORKER.lower()}"
+    return worker_layout(kube.list(PODS, namespace=namespace, selector=selector)["items"])
 
 
 def formatted(report: dict[str, Any], output: str) -> str:
@@ -105,6 +122,7 @@ def _job_lines(report: dict[str, Any]) -> list[str]:
     return [
         f"Workers:   {replicas['spec']} wanted, {replicas['active']} active,"
         f" bounds [{bounds['min']}, {bounds['max']}]",
+        *_placement_lines(report["workers"]),
         f"Per pod:   {_resources(report['resources_per_replica'])}; weight {report['weight']:g}",
         f"Rescales:  {restarts['rescales']} (restart budget left: {budget}),"
         f" last {_or(report['last_rescale'], 'never')}",
@@ -119,6 +137,20 @@ def _job_lines(report: dict[str, Any]) -> list[str]:
             for row in report["curve"]
         ),
     ]
+
+
+def _placement_lines(workers: dict[str, Any] | None) -> list[str]:
+    """Where the job's live workers are: on nodes, held until they pack, or not bound yet."""
+    if workers is None:
+        return []
+    parts = [", ".join(f"{node} {count}" for node, count in workers["nodes"].items())]
+    if workers["waiting_for_room"]:
+        parts.append(
+            f"{workers['waiting_for_room']} waiting for room to pack (the planned placement)"
+        )
+    if workers["unbound"]:
+        parts.append(f"{workers['unbound']} not bound yet")
+    return [f"Placement: {'; '.join(part for part in parts if part) or 'no worker pods'}"]
 
 
 def _goodput_lines(goodput: dict[str, Any] | None) -> list[str]:

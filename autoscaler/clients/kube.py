@@ -169,10 +169,12 @@ class Kube:
             return False
         return True
 
-    def may(self, verb: str, resource: Resource) -> bool:
-        """Whether this client's identity may `verb` `resource` in every namespace (a
-        SelfSubjectAccessReview, which every authenticated user may create)."""
+    def may(self, verb: str, resource: Resource, *, namespace: str | None = None) -> bool:
+        """Whether this client's identity may `verb` `resource` in `namespace`, else in every
+        namespace (a SelfSubjectAccessReview, which every authenticated user may create)."""
         attributes = {"verb": verb, "group": resource.group, "resource": resource.plural}
+        if namespace is not None:
+            attributes["namespace"] = namespace
         review = {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SelfSubjectAccessReview",

@@ -17,6 +17,7 @@ Each such worker is created held by a scheduling gate (GATE). The placement step
 - the rest stay gated: they wait for room, as the job's Event says.
 """
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -272,3 +273,20 @@ def live(pods: Iterable[JSON]) -> list[JSON]:
     return [
         pod for pod in pods if not is_terminating(pod) and phase(pod) not in ("Succeeded", "Failed")
     ]
+
+
+def worker_layout(pods: Iterable[JSON]) -> JSON:
+    """A job's live workers as `explain` shows them: how many hold room on each node (bound, or
+    pinned and not bound yet), how many the gate holds until they pack, and how many are
+    neither (left to kube-scheduler, not bound yet)."""
+    nodes: Counter[str] = Counter()
+    waiting = unbound = 0
+    for pod in live(pods):
+        node = node_of(pod)
+        if node is not None:
+            nodes[node] += 1
+        elif gated(pod):
+            waiting += 1
+        else:
+            unbound += 1
+    return {"nodes": dict(sorted(nodes.items())), "waiting_for_room": waiting, "unbound": unbound}

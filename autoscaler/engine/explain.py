@@ -31,10 +31,13 @@ def explain(
     hpa: HpaStatus | None,
     now: datetime,
     model: ThroughputModel,
+    workers: JSON | None = None,
 ) -> JSON:
-    """The job's owner, bounds, throughput points and fitted curve, and its latest decisions.
+    """The job's owner, bounds, where its workers are, throughput points and fitted curve, and its
+    latest decisions.
 
-    `job`: None when the PyTorchJob `name` (`namespace/name`) is not elastic."""
+    `job`: None when the PyTorchJob `name` (`namespace/name`) is not elastic. `workers`: where
+    its workers are (`autoscaler.controller.planned_placement.worker_layout`), when read."""
     if job is None:
         return {"job": name, "elastic": False, "owner": "the operator only: not elastic"}
     state = JobState.from_json(job.state)
@@ -47,6 +50,7 @@ def explain(
         "hpa": _hpa(hpa) if job.owner is Owner.HPA else None,
         "queue": job.queue or None,
         "replicas": {"spec": job.replicas, "active": job.active},
+        "workers": workers,
         "bounds": {"min": job.min_replicas, "max": job.max_replicas},
         "resources_per_replica": dict(job.resources_per_replica),
         "weight": job.weight,

@@ -174,6 +174,7 @@ def test_engine_converges_to_the_optimum_and_stays_put(
         assert "Owner:     engine" in explained.stdout
         assert "OptimalAllocation" in explained.stdout
         assert "Allowed:   1, 2, 4, 6 workers" in explained.stdout
+        assert "Placement: 6 not bound yet" in explained.stdout  # the test's kubelet binds none
         unknown = explain(control_plane, f"{cluster.ns}/nope")
         assert (unknown.returncode, unknown.stderr) == (
             2,

@@ -100,7 +100,7 @@ def test_explain_names_the_job_either_way(kubectl: Kubectl, team: str) -> None:
     by_flag = ok(kubectl("autoscaler", "explain", JOB, "-n", team))
     assert by_path == by_flag
     assert by_path.startswith(f"Job:       {team}/{JOB}\nOwner:     ")
-    assert "Workers:   2 wanted, 0 active, bounds [1, 2]" in by_path
+    assert "Workers:   2 wanted, 0 active, bounds [1, 2]\nPlacement: " in by_path
 
 
 def test_explain_takes_the_namespace_of_the_chosen_context(kubectl: Kubectl, team: str) -> None:

@@ -4,8 +4,10 @@ curve and decisions."""
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from autoscaler.api import coordinates as c
-from autoscaler.cli.explain_command import render
+from autoscaler.cli.explain_command import render, workers_of
 from autoscaler.clients.jobs import hpa_status, managed_job, object_name
 from autoscaler.engine.explain import explain
 from autoscaler.engine.state import DecisionRecord, JobState, Point, Step
@@ -195,3 +197,49 @@ def test_a_recovering_job_says_why_and_since_when() -> None:
     whole = explained(job_object(state=JobState(disturbed_at=NOW)), hpa=None)
     assert "Recovery:  whole again (last seen recovering at" in render(whole)
     assert "Recovery:" not in render(explained(job_object(state=JobState()), hpa=None))
+
+
+@pytest.mark.parametrize(
+    ("workers", "line"),
+    [
+        (
+            {"nodes": {"a": 3}, "waiting_for_room": 1, "unbound": 0},
+            "Placement: a 3; 1 waiting for room to pack (the planned placement)",
+        ),
+        ({"nodes": {"a": 2, "b": 1}, "waiting_for_room": 0, "unbound": 0}, "Placement: a 2, b 1"),
+        ({"nodes": {}, "waiting_for_room": 0, "unbound": 0}, "Placement: no worker pods"),
+        (
+            {"nodes": {}, "waiting_for_room": 0, "unbound": 2},
+            "Placement: 2 not bound yet",
+        ),
+    ],
+)
+def test_explain_shows_where_the_workers_are(workers: dict[str, Any], line: str) -> None:
+    obj = job_object(state=state())
+    report = explain(
+        managed_job(obj), name=object_name(obj), hpa=None, now=NOW, model=ThroughputModel(),
+        workers=workers,
+    )  # fmt: skip
+    assert report["workers"] == workers
+    lines = render(report).splitlines()
+    after = next(i for i, text in enumerate(lines) if text.startswith("Workers:")) + 1
+    assert lines[after] == line
+
+
+def test_explain_without_the_pods_read_has_no_placement_line() -> None:
+    assert "Placement:" not in render(explained(job_object(state=state()), hpa=None))
+
+
+class NoPodsAllowed:
+    """A client whose identity may not list pods."""
+
+    def may(self, verb: str, resource: Any, *, namespace: str | None = None) -> bool:
+        assert (verb, resource.plural, namespace) == ("list", "pods", "team")
+        return False
+
+    def list(self, *_: Any, **__: Any) -> Any:
+        raise AssertionError("listed pods it may not list")
+
+
+def test_a_caller_who_may_not_list_pods_gets_no_placement() -> None:
+    assert workers_of(NoPodsAllowed(), "team", "job") is None  # type: ignore[arg-type]

@@ -288,3 +288,24 @@ def test_a_template_allows_nodes_by_its_node_selector_and_tolerations(
         {},
         {"metadata": {"name": "b"}, "spec": {"taints": [{**TAINT, "effect": "PreferNoSchedule"}]}},
     )
+
+
+def test_explain_counts_a_jobs_workers_by_node_waiting_for_room_and_unbound() -> None:
+    pods = [
+        pod(1, node="a"),
+        pod(1, node="a"),
+        pod(1, pinned="b"),  # pinned, not bound yet: it holds room on b
+        pod(1, schedulingGates=[{"name": pp.GATE}]),  # held until it packs
+        pod(1),  # left to kube-scheduler, not bound yet
+        {**pod(1, node="c"), "status": {"phase": "Failed"}},  # done: not counted
+        {
+            **pod(1, node="c"),
+            "metadata": {"name": "p", "deletionTimestamp": "2026-12-07T00:00:00Z"},
+        },
+    ]
+    assert pp.worker_layout(pods) == {
+        "nodes": {"a": 2, "b": 1},
+        "waiting_for_room": 1,
+        "unbound": 1,
+    }
+    assert pp.worker_layout([]) == {"nodes": {}, "waiting_for_room": 0, "unbound": 0}
