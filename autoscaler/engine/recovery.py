@@ -33,14 +33,21 @@ def running_count(job: ManagedJob) -> int | None:
 
 def formed(job: ManagedJob, state: JobState, *, now: datetime) -> tuple[int | None, datetime]:
     """The world the job runs now (its running count) and since when: now when the count
-    changed; the job's creation when this engine first sees it, so that a new leader does not
-    wait out a settle window for worlds long formed."""
+    changed; when this engine first sees it, see `first_seen`."""
     running = running_count(job)
     if state.world_since is None:
-        return running, job.created
+        return running, first_seen(job, now=now)
     if running != state.world:
         return running, now
     return running, state.world_since
+
+
+def first_seen(job: ManagedJob, *, now: datetime) -> datetime:
+    """Since when a job this engine sees for the first time has run as it runs now: its
+    creation when an engine has sized it before (its state is stored on it), so that a new leader
+    does not wait out a window for worlds long formed; else now, since a new job's pods may have
+    started well after its creation (a slow first round, pods slow to start)."""
+    return job.created if job.state else now
 
 
 def rescaling(job: ManagedJob, state: JobState, *, now: datetime, config: SettleConfig) -> bool:

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from autoscaler.engine.config import SettleConfig
 from autoscaler.engine.ports import JobKey, ManagedJob
-from autoscaler.engine.recovery import formed, recover, recovering, running_count
+from autoscaler.engine.recovery import first_seen, formed, recover, recovering, running_count
 from autoscaler.engine.state import JobState, Point, Step, StepName
 from autoscaler.engine.waiting import waiting
 from autoscaler.policies.rounding import ceil_count, floor_count
@@ -69,12 +69,12 @@ def observe(
 def readings_since(
     job: ManagedJob, state: JobState, reading: float | None, *, now: datetime
 ) -> datetime | None:
-    """Since when every round had a reading (None: this one has none); as old as the job when
-    this engine first sees it (see `formed`)."""
+    """Since when every round had a reading (None: this one has none); when this engine first
+    sees the job, as its world (see `first_seen`)."""
     if reading is None:
         return None
     if state.world_since is None:
-        return job.created
+        return first_seen(job, now=now)
     return state.reading_since or now
 
 

@@ -73,10 +73,14 @@ def test_only_finite_positive_throughput_is_a_reading(
     assert usable_reading(value) == usable
 
 
+SIZED_BEFORE = JobState(replicas=4)  # a state an engine stored on the job
+
+
 @pytest.mark.parametrize(
     ("the_job", "state", "recorded"),
     [
-        (job(), JobState(replicas=4), True),
+        (job(state=SIZED_BEFORE.to_json()), SIZED_BEFORE, True),
+        (job(), SIZED_BEFORE, False),  # no engine saw it before: a window after it is first seen
         (job(active=3), JobState(replicas=4), False),  # measured at the 3 that run, not at 4
         (job(created=NOW - timedelta(seconds=30)), JobState(), False),  # too young
         (job(), JobState(replicas=4, last_rescale=NOW - timedelta(seconds=30)), False),
@@ -126,7 +130,7 @@ def test_pods_slow_to_start_are_read_a_window_after_they_run_not_after_the_job_w
     state = observe(
         starting, JobState(), reading=None, now=NOW, config=CONFIG, window_seconds=WINDOW
     )
-    assert (state.world, state.world_since) == (None, made)  # first seen: as old as the job
+    assert (state.world, state.world_since) == (None, NOW)  # no engine saw it before: from now
     later = NOW + timedelta(seconds=10)
     state = observe(running, state, reading=20.0, now=later, config=CONFIG, window_seconds=WINDOW)
     assert (state.world, state.world_since, state.throughput) == (4, later, {})
@@ -156,14 +160,32 @@ def test_after_a_round_without_a_reading_readings_count_once_a_window_has_passed
 
 
 def test_a_new_engine_counts_readings_of_a_world_formed_before_it_at_once() -> None:
-    """A new leader first seeing a running job dates its world to the job's creation: it does
-    not wait out a settle window for every job of the cluster."""
+    """A new leader first seeing a running job an engine sized before (its state stored on it)
+    dates its world to the job's creation: it does not wait out a settle window for every job
+    of the cluster."""
+    stored = JobState(replicas=4)
+    sized_before = job(state=stored.to_json())
     after = observe(
-        job(), JobState(replicas=4), reading=50.0, now=NOW, config=CONFIG, window_seconds=WINDOW
+        sized_before, stored, reading=50.0, now=NOW, config=CONFIG, window_seconds=WINDOW
     )
     assert after.world_since == NOW - timedelta(hours=1)
     assert after.throughput[4].samples_per_second == 50.0
     assert "world" not in after.to_json()  # this engine's own mark, like the recovery marks
+
+
+def test_a_job_no_engine_saw_is_read_a_window_after_it_is_first_seen() -> None:
+    """A job made a while ago whose workers already run when the engine first sees it (a slow
+    first round): the window of its first reading may reach back before its series began, so it
+    counts only once a window has passed since."""
+    made = NOW - timedelta(seconds=CONFIG.settle_seconds + 1)
+    new_job = job(created=made)
+    first = observe(
+        new_job, JobState(), reading=17.0, now=NOW, config=CONFIG, window_seconds=WINDOW
+    )
+    assert (first.world_since, first.reading_since, first.throughput) == (NOW, NOW, {})
+    later = NOW + timedelta(seconds=WINDOW)
+    after = observe(new_job, first, reading=100.0, now=later, config=CONFIG, window_seconds=WINDOW)
+    assert after.throughput[4].samples_per_second == 100.0
 
 
 def test_a_count_changed_by_someone_else_counts_as_a_rescale() -> None:
