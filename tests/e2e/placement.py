@@ -7,10 +7,8 @@ changes; `spread_time` weighs each layout by how long it lasted."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -20,7 +18,8 @@ from kubernetes import client
 
 from autoscaler.api import coordinates as c
 from autoscaler.api.packing import nodes_needed
-from autoscaler.clients.kube import PODS, Kube
+from autoscaler.clients.kube import PODS
+from tests.e2e.watching import ListWatch
 from tests.support.engine_process import ServiceProcess
 from tests.support.node_agent import GPU
 
@@ -141,28 +140,22 @@ class PlacementWatch:
     """The layouts of a namespace's GPU jobs, from a watch on its pods."""
 
     def __init__(self, api: client.ApiClient, namespace: str, operator: ServiceProcess) -> None:
-        self.api, self.namespace, self.operator = api, namespace, operator
+        self.api, self.operator = api, operator
         self._counts = placement_counts(operator)
         self.layouts: list[Layout] = []
         self._latest: dict[str, bool | None] = {}  # each job's newest layout's spread
         self._pods: dict[str, JSON] = {}  # name -> the newest object seen
         self._node_gpus: dict[str, int] = {}
-        self._stop = threading.Event()
-        self._response: Any = None
-        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._watch = ListWatch(api, PODS, namespace, on_list=self._listed, on_event=self._changed)
 
     def start(self) -> PlacementWatch:
-        self._thread.start()
+        self._watch.start()
         return self
 
     def stop(self) -> SpreadTime:
         """Stop watching; the spread time up to now, and the workers placed since the start."""
         end, (placed, moved) = time.time(), placement_counts(self.operator)
-        self._stop.set()
-        if self._response is not None:
-            with contextlib.suppress(Exception):
-                self._response.shutdown()
-        self._thread.join(timeout=5)
+        self._watch.stop()
         spent = spread_time(self.layouts, end=end)
         return SpreadTime(
             spent.spread_seconds,
@@ -171,29 +164,16 @@ class PlacementWatch:
             moved_workers=moved - self._counts[1],
         )
 
-    def _watch(self) -> None:
-        kube = Kube(self.api)
-        while not self._stop.is_set():
-            try:
-                listing = kube.list(PODS, namespace=self.namespace)
-                self._pods = {pod["metadata"]["name"]: pod for pod in listing["items"]}
-                self._note()
-                rv = listing["metadata"]["resourceVersion"]
-                for event in kube.watch(PODS, resource_version=rv, timeout=30, on_open=self._open):
-                    pod = event["object"]
-                    if event["type"] == "DELETED":
-                        self._pods.pop(pod["metadata"]["name"], None)
-                    elif event["type"] in ("ADDED", "MODIFIED"):
-                        self._pods[pod["metadata"]["name"]] = pod
-                    self._note()
-            except Exception:  # the watch ended or the API server is restarting: list again
-                self._stop.wait(0.2)
+    def _listed(self, pods: list[JSON]) -> None:
+        self._pods = {pod["metadata"]["name"]: pod for pod in pods}
+        self._note()
 
-    def _open(self, response: Any) -> None:
-        self._response = response
-        if self._stop.is_set():
-            with contextlib.suppress(Exception):
-                response.shutdown()
+    def _changed(self, kind: str, pod: JSON) -> None:
+        if kind == "DELETED":
+            self._pods.pop(pod["metadata"]["name"], None)
+        elif kind in ("ADDED", "MODIFIED"):
+            self._pods[pod["metadata"]["name"]] = pod
+        self._note()
 
     def _note(self) -> None:
         """A layout for each job whose spread changed (or that started or stopped running)."""

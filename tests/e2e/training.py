@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -19,12 +17,13 @@ import yaml
 from kubernetes import client
 
 from autoscaler.api import coordinates as c
-from autoscaler.clients.kube import JOBS, Kube
+from autoscaler.clients.kube import JOBS
 from autoscaler.engine.config import EngineConfig
 from autoscaler.observability.decision_log import read_decision_log
 from autoscaler.training.files import write_atomically
 from tests.e2e.ft_measure import Resize as FtResize
 from tests.e2e.measure import Event, Rescale, first_full_step
+from tests.e2e.watching import ListWatch
 from tests.support.controlplane import REPO_ROOT, ControlPlane
 from tests.support.engine_process import ServiceProcess, engine_config, engine_process
 from tests.support.fixtures import EXAMPLE
@@ -109,9 +108,7 @@ class TrainingJob:
         self.replica_history: list[tuple[float, int]] = []  # (time, Worker.replicas) changes
         self._events: list[Event] = []
         self._read_to = 0  # bytes of the event log parsed
-        self._stop = threading.Event()
-        self._watcher = threading.Thread(target=self._watch_replicas, daemon=True)
-        self._response: Any = None  # the open watch, shut down to stop it
+        self._watcher = ListWatch(api, JOBS, namespace, on_list=self._noted, on_event=self._changed)
 
     def manifest(
         self,
@@ -156,15 +153,10 @@ class TrainingJob:
 
     @property
     def created(self) -> bool:
-        return self._watcher.ident is not None
+        return self._watcher.started
 
     def stop_watching(self) -> None:
-        self._stop.set()
-        if self._response is not None:
-            with contextlib.suppress(Exception):  # already closed
-                self._response.shutdown()
-        if self._watcher.is_alive():
-            self._watcher.join(timeout=5)
+        self._watcher.stop()
 
     # -- reading back ---------------------------------------------------------------------------
 
@@ -264,27 +256,13 @@ class TrainingJob:
         """Every rank of a `world`-sized world started after `after` has stepped."""
         return first_full_step(self.events(), world=world, after=after) is not None
 
-    def _watch_replicas(self) -> None:
-        """The Worker count as the API server changes it, timed when each change arrives: a
-        watch, since polling would start every stall late and load the shared CPUs."""
-        kube = Kube(self.api)
-        while not self._stop.is_set():
-            try:
-                listing = kube.list(JOBS, namespace=self.namespace)
-                for job in listing["items"]:
-                    self._note(job)
-                rv = listing["metadata"]["resourceVersion"]
-                for event in kube.watch(JOBS, resource_version=rv, timeout=30, on_open=self._open):
-                    if event["type"] in ("ADDED", "MODIFIED"):
-                        self._note(event["object"])
-            except Exception:  # the watch ended or the API server is restarting: list again
-                self._stop.wait(0.2)
+    def _noted(self, jobs: list[JSON]) -> None:
+        for job in jobs:
+            self._note(job)
 
-    def _open(self, response: Any) -> None:
-        self._response = response
-        if self._stop.is_set():
-            with contextlib.suppress(Exception):
-                response.shutdown()
+    def _changed(self, kind: str, job: JSON) -> None:
+        if kind in ("ADDED", "MODIFIED"):
+            self._note(job)
 
     def _note(self, job: JSON) -> None:
         meta = job["metadata"]
