@@ -134,7 +134,7 @@ class JobState(BaseModel):
     progress_samples: float | None = Field(default=None, exclude=True)
     progressed_at: datetime | None = Field(default=None, exclude=True)
     # The count the job runs a world at (None: none) and since when this engine has seen it so
-    # (the job's creation if so when first seen): a reading counts once its window lies after that.
+    # (when first seen: `recovery.first_seen`): a reading counts once its window lies after that.
     world: int | None = Field(default=None, exclude=True)
     world_since: datetime | None = Field(default=None, exclude=True)
     # Since when every round had a reading (None: not this round): after a gap, a rate window
