@@ -12,6 +12,7 @@ import yaml
 from autoscaler.api import coordinates as c
 from autoscaler.clients.jobs import hpa_status, managed_job, object_name
 from autoscaler.clients.kube import HPAS, JOBS, PODS, Kube, NotFoundError, api_client
+from autoscaler.controller.naming import replica_selector
 from autoscaler.controller.planned_placement import worker_layout
 from autoscaler.engine.config import load_config
 from autoscaler.engine.explain import explain
@@ -77,7 +78,7 @@ def workers_of(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
     """Where the job's workers are; None when the caller may not list the namespace's pods."""
     if not kube.may("list", PODS, namespace=namespace):
         return None
-    selector = f"{c.LABEL_JOB_NAME}={name},{c.LABEL_REPLICA_TYPE}={c.WORKER.lower()}"
+    selector = replica_selector(job_name=name, replica_type=c.WORKER)
     return worker_layout(kube.list(PODS, namespace=namespace, selector=selector)["items"])
 
 

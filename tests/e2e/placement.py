@@ -19,6 +19,8 @@ from kubernetes import client
 from autoscaler.api import coordinates as c
 from autoscaler.api.packing import nodes_needed
 from autoscaler.clients.kube import PODS
+from autoscaler.controller.planned_placement import requested
+from autoscaler.controller.pods import is_terminating, phase
 from tests.e2e.watching import ListWatch
 from tests.support.engine_process import ServiceProcess
 from tests.support.node_agent import GPU
@@ -118,10 +120,7 @@ def placement_counts(operator: ServiceProcess) -> tuple[int, int]:
 
 def gpus(pod: JSON) -> int:
     """The GPUs a pod's containers request."""
-    return sum(
-        int(((container.get("resources") or {}).get("requests") or {}).get(GPU, 0))
-        for container in pod["spec"]["containers"]
-    )
+    return requested(pod["spec"], GPU)
 
 
 def running_gpu_worker(pod: JSON) -> bool:
@@ -129,8 +128,8 @@ def running_gpu_worker(pod: JSON) -> bool:
     return (
         labels.get(c.LABEL_REPLICA_TYPE) == c.WORKER.lower()
         and c.LABEL_JOB_NAME in labels
-        and not pod["metadata"].get("deletionTimestamp")
-        and (pod.get("status") or {}).get("phase") == "Running"
+        and not is_terminating(pod)
+        and phase(pod) == "Running"
         and bool(pod["spec"].get("nodeName"))
         and gpus(pod) > 0
     )
