@@ -4,6 +4,7 @@ import argparse
 import gc
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,6 +20,7 @@ from autoscaler.cli.common import add_service_arguments, configure_logging, run_
 from autoscaler.clients.engine_cluster import KubeCluster
 from autoscaler.clients.kube import Kube, api_client
 from autoscaler.clients.prometheus import PrometheusThroughput
+from autoscaler.clients.stopping import stopped_within
 from autoscaler.engine.config import EngineConfig, load_config, read_yaml
 from autoscaler.engine.engine import Engine
 from autoscaler.engine.policy_runner import PluginSpec, PolicyRunner, ProcessRunner, ThreadRunner
@@ -298,5 +300,7 @@ def _schedule(
     )
     scheduler.start()
     log.info("deciding every %.1f s with policy %s", interval, engine.policy_name)
-    stop.wait()
-    scheduler.shutdown(wait=True)
+    try:
+        stopped_within(stop, math.inf)
+    finally:  # no round may outlive the engine's close
+        scheduler.shutdown(wait=True)

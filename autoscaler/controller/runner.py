@@ -19,6 +19,7 @@ from autoscaler.api.errors import first_error
 from autoscaler.clients.informer import Informer, ObjectKey
 from autoscaler.clients.kube import HPAS, JOBS, PODS, SERVICES, Kube, NotFoundError, Resource
 from autoscaler.clients.recorder import EventRecorder
+from autoscaler.clients.stopping import stopped_within
 from autoscaler.controller.adoption import Adoption
 from autoscaler.controller.application import Application
 from autoscaler.controller.builders import UPSTREAM_DEFAULTS, PodSettings
@@ -183,7 +184,7 @@ class Operator:
             )
             self._threads.append(placing)
             placing.start()
-        while not stop.wait(self.config.resync_seconds):
+        while not stopped_within(stop, self.config.resync_seconds):
             self.served.watch_podgroups_if_served()
             self.watch_kueue_if_served()
             self.resync()

@@ -3,7 +3,9 @@ nodes than their GPUs fill (the spread share), watched from the API server, and 
 operator's planned placement pinned and moved, from its metrics.
 
 A watch on the namespace's pods notes each job's running workers and their nodes whenever one
-changes; `spread_time` weighs each layout by how long it lasted."""
+changes; `spread_time` weighs each layout by how long it lasted. A layout could have been spread
+only when the job had more workers than the nodes they fill and the cluster more GPU nodes than
+that: the seconds with that choice are what the check can tell the placements apart on."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from kubernetes import client
 
 from autoscaler.api import coordinates as c
 from autoscaler.api.packing import nodes_needed
-from autoscaler.clients.kube import PODS
+from autoscaler.clients.kube import NODES, PODS, Kube
 from autoscaler.controller.planned_placement import requested
 from autoscaler.controller.pods import is_terminating, phase
 from tests.e2e.watching import ListWatch
@@ -33,26 +35,33 @@ KIND = "spread"
 @dataclass(frozen=True)
 class Layout:
     """From `at`, a job's running workers: whether they are on more nodes than their GPUs fill
-    (None: none runs)."""
+    (None: none runs), and whether they could have been (`spreadable`)."""
 
     at: float
     job: str
     spread: bool | None
+    spreadable: bool = False
 
 
 @dataclass(frozen=True)
 class SpreadTime:
-    """Seconds jobs ran with their workers spread, of the seconds they ran at all; the workers
-    the planned placement pinned, and those it moved, meanwhile."""
+    """Seconds jobs ran with their workers spread, of the seconds they ran at all and of those
+    they could have been spread; the workers the planned placement pinned, and those it moved,
+    meanwhile."""
 
     spread_seconds: float
     running_seconds: float
+    spreadable_seconds: float = 0.0
     placed_workers: int = 0
     moved_workers: int = 0
 
     @property
     def share(self) -> float:
         return self.spread_seconds / self.running_seconds if self.running_seconds else 0.0
+
+    @property
+    def spreadable_share(self) -> float:
+        return self.spread_seconds / self.spreadable_seconds if self.spreadable_seconds else 0.0
 
     def to_json(self) -> str:
         return json.dumps({"kind": KIND, **asdict(self)})
@@ -62,23 +71,36 @@ class SpreadTime:
         return (
             f"e2e placement: running jobs spread over more nodes than their GPUs fill "
             f"{self.share:.0%} of {self.running_seconds:.0f} job-seconds (target "
-            f"<= {TARGET_SPREAD_SHARE:.0%}); workers pinned by the planned placement "
+            f"<= {TARGET_SPREAD_SHARE:.0%}), {self.spreadable_share:.0%} of the "
+            f"{self.spreadable_seconds:.0f} in which they had room to spread; workers pinned by "
+            f"the planned placement "
             f"{self.placed_workers}, moved {self.moved_workers}"
         )
 
 
-def spread(workers: Iterable[tuple[str, int]], *, node_gpus: Mapping[str, int]) -> bool:
-    """Whether running workers ((node, GPUs) each) are on more nodes than their GPUs fill, on
-    nodes the size of the largest they use."""
-    placed = list(workers)
+def filled(placed: Sequence[tuple[str, int]], *, node_gpus: Mapping[str, int]) -> int:
+    """The nodes running workers' ((node, GPUs) each) GPUs fill, on nodes the size of the
+    largest they use."""
     per_node = max(node_gpus[node] for node, _ in placed)
-    gpus = sum(size for _, size in placed)
-    return len({node for node, _ in placed}) > nodes_needed(gpus, size=1, per_node=per_node)
+    return nodes_needed(sum(size for _, size in placed), size=1, per_node=per_node)
+
+
+def spread(workers: Iterable[tuple[str, int]], *, node_gpus: Mapping[str, int]) -> bool:
+    """Whether running workers are on more nodes than their GPUs fill."""
+    placed = list(workers)
+    return len({node for node, _ in placed}) > filled(placed, node_gpus=node_gpus)
+
+
+def spreadable(workers: Iterable[tuple[str, int]], *, node_gpus: Mapping[str, int]) -> bool:
+    """Whether running workers could be on more nodes than their GPUs fill: there are more of
+    them, and more GPU nodes (`node_gpus`: the cluster's), than those nodes."""
+    placed = list(workers)
+    return min(len(placed), len(node_gpus)) > filled(placed, node_gpus=node_gpus)
 
 
 def spread_time(layouts: Sequence[Layout], *, end: float) -> SpreadTime:
     """Each job's layouts, each lasting until the job's next one (the last until `end`)."""
-    spread_seconds = running_seconds = 0.0
+    spread_seconds = running_seconds = spreadable_seconds = 0.0
     by_job: dict[str, list[Layout]] = {}
     for layout in sorted(layouts, key=lambda layout: layout.at):
         by_job.setdefault(layout.job, []).append(layout)
@@ -88,7 +110,8 @@ def spread_time(layouts: Sequence[Layout], *, end: float) -> SpreadTime:
             if layout.spread is not None:
                 running_seconds += until - layout.at
                 spread_seconds += (until - layout.at) * layout.spread
-    return SpreadTime(spread_seconds=spread_seconds, running_seconds=running_seconds)
+                spreadable_seconds += (until - layout.at) * layout.spreadable
+    return SpreadTime(spread_seconds, running_seconds, spreadable_seconds)
 
 
 def summed(measured: Iterable[SpreadTime]) -> SpreadTime:
@@ -96,6 +119,7 @@ def summed(measured: Iterable[SpreadTime]) -> SpreadTime:
     return SpreadTime(
         spread_seconds=sum(m.spread_seconds for m in found),
         running_seconds=sum(m.running_seconds for m in found),
+        spreadable_seconds=sum(m.spreadable_seconds for m in found),
         placed_workers=sum(m.placed_workers for m in found),
         moved_workers=sum(m.moved_workers for m in found),
     )
@@ -142,9 +166,8 @@ class PlacementWatch:
         self.api, self.operator = api, operator
         self._counts = placement_counts(operator)
         self.layouts: list[Layout] = []
-        self._latest: dict[str, bool | None] = {}  # each job's newest layout's spread
+        self._latest: dict[str, tuple[bool | None, bool]] = {}  # each job's newest layout
         self._pods: dict[str, JSON] = {}  # name -> the newest object seen
-        self._node_gpus: dict[str, int] = {}
         self._watch = ListWatch(api, PODS, namespace, on_list=self._listed, on_event=self._changed)
 
     def start(self) -> PlacementWatch:
@@ -159,6 +182,7 @@ class PlacementWatch:
         return SpreadTime(
             spent.spread_seconds,
             spent.running_seconds,
+            spent.spreadable_seconds,
             placed_workers=placed - self._counts[0],
             moved_workers=moved - self._counts[1],
         )
@@ -176,28 +200,34 @@ class PlacementWatch:
 
     def _note(self) -> None:
         """A layout for each job whose spread changed (or that started or stopped running)."""
-        now, placed = time.time(), self._placed()
+        now, node_gpus = time.time(), self._gpu_nodes()
+        placed = self._placed(node_gpus)
         for job in set(self._latest) | set(placed):
-            state = spread(placed[job], node_gpus=self._node_gpus) if job in placed else None
+            state = (
+                (
+                    spread(placed[job], node_gpus=node_gpus),
+                    spreadable(placed[job], node_gpus=node_gpus),
+                )
+                if job in placed
+                else (None, False)
+            )
             if job not in self._latest or self._latest[job] != state:
                 self._latest[job] = state
-                self.layouts.append(Layout(at=now, job=job, spread=state))
+                self.layouts.append(Layout(now, job, *state))
 
-    def _placed(self) -> dict[str, list[tuple[str, int]]]:
+    def _placed(self, node_gpus: Mapping[str, int]) -> dict[str, list[tuple[str, int]]]:
+        """Each job's running GPU workers on nodes there are: (node, GPUs) each."""
         placed: dict[str, list[tuple[str, int]]] = {}
         for pod in self._pods.values():
-            if running_gpu_worker(pod) and self._known(pod["spec"]["nodeName"]):
+            if running_gpu_worker(pod) and pod["spec"]["nodeName"] in node_gpus:
                 job = pod["metadata"]["labels"][c.LABEL_JOB_NAME]
                 placed.setdefault(job, []).append((pod["spec"]["nodeName"], gpus(pod)))
         return placed
 
-    def _known(self, node: str) -> bool:
-        """Whether the node's GPUs are known (read once; a node gone is skipped)."""
-        if node not in self._node_gpus:
-            try:
-                found = client.CoreV1Api(self.api).read_node(node)
-            except client.ApiException:
-                return False
-            capacity = (found.status.capacity if found.status else None) or {}
-            self._node_gpus[node] = int(capacity.get(GPU, 0))
-        return self._node_gpus[node] > 0
+    def _gpu_nodes(self) -> dict[str, int]:
+        """The cluster's nodes with GPUs, and their GPUs (a node gone is not among them)."""
+        capacity = {
+            node["metadata"]["name"]: (node.get("status") or {}).get("capacity") or {}
+            for node in Kube(self.api).list(NODES)["items"]
+        }
+        return {name: int(held[GPU]) for name, held in capacity.items() if int(held.get(GPU, 0))}

@@ -101,6 +101,8 @@ def spread_misses(spread: placement.SpreadTime) -> list[str]:
     """The placement's target, missed or not measured, with its figure."""
     if not spread.running_seconds:
         return ["no GPU job's placement was measured"]
+    if not spread.spreadable_seconds:
+        return ["no job had room to spread: the check cannot tell a packed placement apart"]
     if spread.share > placement.TARGET_SPREAD_SHARE:
         return [f"jobs ran spread {spread.share:.0%} of the time"]
     return []

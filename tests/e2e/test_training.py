@@ -238,8 +238,9 @@ def test_killed_workers_are_replaced_and_training_resumes_from_the_checkpoint(
     workers included; the kubelet restarts it and it rejoins; the survivors re-form meanwhile.
     Worker-0's killed: it hosted the rendezvous, so every other agent exits too and every
     container restarts (OnFailure), then one world forms again. Both resume from the newest
-    checkpoint; the job never fails and finishes its work."""
-    agent = scenario.nodes(2)
+    checkpoint; the job never fails and finishes its work. Its nodes have 4 GPUs each: the
+    planned placement puts its 3 workers on one, where kube-scheduler would spread them."""
+    agent = scenario.nodes(2, gpus=4)
     job = scenario.job("crash")
     with scenario.engine():
         job.create(job.manifest(replicas=3, low=1, high=3, total_samples=KILL_SAMPLES))
@@ -555,8 +556,10 @@ def test_the_hpa_scales_a_job_on_its_training_throughput(
 ) -> None:
     """A job with `elasticPolicy.metrics` belongs to the HPA the operator generates: the real HPA
     controller reads the job's throughput (reporter -> Prometheus -> external metrics API),
-    writes /scale, and training follows to the new world size. The engine leaves it alone."""
-    scenario.nodes(2)
+    writes /scale, and training follows to the new world size. The engine leaves it alone. Its
+    nodes have 4 GPUs each: kube-scheduler places the workers, drawn to the job's own by the
+    preferred pod affinity the operator adds."""
+    scenario.nodes(2, gpus=4)
     job = scenario.job("hpa")
     metric = adapter("hpa", f"samples_per_second_{scenario.namespace.replace('-', '_')}")
     # Hundreds of samples/s per worker against a target of 100 per worker: the HPA wants more
