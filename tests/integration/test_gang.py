@@ -130,9 +130,11 @@ def operator(
     *,
     pods: PodSettings = UPSTREAM_DEFAULTS,
     namespace: str | None = None,
+    kueue: bool = False,
 ) -> Iterator[Operator]:
     """An operator of its own (its metrics too), as the restricted user; `pods`: the settings
-    its pod flags make; `namespace`: the only one it watches (all if None)."""
+    its pod flags make; `namespace`: the only one it watches (all if None); `kueue`: its own
+    Kueue integration on."""
     kube = Kube(api_client(kubeconfig=str(plane.kubeconfig_for(RESTRICTED_USER))))
     settings = OperatorConfig(
         workers=2,
@@ -141,6 +143,7 @@ def operator(
         namespace=namespace,
         gang_scheduler_name=gang_scheduler_name,
         pods=pods,
+        kueue=kueue,
     )
     running = Operator(kube, config=settings)
     stop = threading.Event()

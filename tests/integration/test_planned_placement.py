@@ -18,6 +18,8 @@ from kubernetes import client
 from autoscaler.api import PyTorchJob, default_job
 from autoscaler.api import coordinates as c
 from autoscaler.api.packing import nodes_needed
+from autoscaler.clients.kube import WORKLOADS, Kube, api_client
+from autoscaler.controller import kueue as own_kueue
 from autoscaler.controller import planned_placement as pp
 from autoscaler.controller.builders import PodSettings, desired_pod
 from autoscaler.controller.placement import HOSTNAME
@@ -26,10 +28,14 @@ from tests.integration.test_gang import PLUGINS, PLUGINS_CRD, podgroup
 from tests.integration.test_gang import control_plane as own_control_plane
 from tests.integration.test_gang import namespace as case_namespace
 from tests.integration.test_gang import operator as own_operator
+from tests.integration.test_kueue import POOL_LABEL, Queues, admitted, queue_objects
+from tests.integration.test_kueue import gpu_job as kueue_gpu_job
 from tests.integration.test_operator import Cluster
 from tests.integration.test_packing import LABEL, NODE_GPUS, gpu_job, gpu_nodes, report_spread
+from tests.support.apply import RestMapper, apply
 from tests.support.controlplane import ControlPlane
 from tests.support.gang_scheduler import PROFILE, SchedulerPlugins, scheduler_plugins_binary
+from tests.support.kueue import KueueManager, kueue_binary
 from tests.support.node_agent import GPU
 from tests.support.polling import wait_for
 
@@ -116,15 +122,21 @@ def plane(
 
 @contextmanager
 def placing(
-    plane: tuple[ControlPlane, client.ApiClient], case: str, nodes: int, gang: str = ""
+    plane: tuple[ControlPlane, client.ApiClient],
+    case: str,
+    nodes: int,
+    gang: str = "",
+    *,
+    kueue: bool = False,
 ) -> Iterator[tuple[Cluster, list[str], Operator]]:
     """A namespace, `nodes` 4-GPU Nodes, an operator with the planned placement (and `gang`, its
-    `--gang-scheduler-name`) and a reaper."""
+    `--gang-scheduler-name`; `kueue`, its own Kueue integration) and a reaper."""
     control, api = plane
+    pods = PodSettings(placement_resource=GPU)
     with (
         case_namespace(api, case) as cluster,
         gpu_nodes(api, case, count=nodes) as names,
-        own_operator(control, gang, pods=PodSettings(placement_resource=GPU)) as operator,
+        own_operator(control, gang, pods=pods, kueue=kueue) as operator,
         reaper(client.CoreV1Api(api), cluster.ns),
     ):
         yield cluster, names, operator
@@ -223,6 +235,74 @@ def test_a_gang_scheduler_binds_the_workers_the_planned_placement_pinned(
         expected = {0: a, 1: a, 2: a, 3: a}
         wait_for(lambda: placement(core, ns, "g") == expected, what=f"g at {expected}")
         cluster.jobs.delete_namespaced_custom_object(c.GROUP, c.VERSION, ns, c.PLURAL, "g")
+        core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+
+
+@pytest.fixture(scope="module")
+def kueue(
+    plane: tuple[ControlPlane, client.ApiClient], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[KueueManager]:
+    """Kueue's manager on the module's plane, PyTorchJob among its external frameworks (for the
+    operator's own integration)."""
+    kube = Kube(api_client(kubeconfig=str(plane[0].kubeconfig_path)))
+    manager = KueueManager(
+        binary=kueue_binary(),
+        kube=kube,
+        kubeconfig=plane[0].kubeconfig_path,
+        workdir=tmp_path_factory.mktemp("planned-kueue"),
+        own_integration=True,
+    )
+    try:
+        manager.start()
+        yield manager
+    finally:
+        manager.stop()
+        kube.close()
+
+
+def test_a_queued_elastic_job_is_placed_on_its_flavours_nodes_as_kueue_admits_each_slice(
+    plane: tuple[ControlPlane, client.ApiClient], kueue: KueueManager
+) -> None:
+    """With `--kueue` too: an elastic job Kueue queues gets its workers once Kueue admits each
+    of its slices, and the planned placement pins them within the flavour Kueue assigned (its
+    node label merged into the template), packed: never on the emptier node outside it. Room 2
+    and 3 in the flavour, 4 outside: 2 workers on one node; grown to 4, 3 on the node with room
+    3, the fourth gated until room frees there."""
+    core, api = client.CoreV1Api(plane[1]), plane[1]
+    case = f"{CASE}-kueue"
+    with placing(plane, case, 3, kueue=True) as (cluster, (a, b, outside), _):
+        ns = cluster.ns
+        for node in (a, b):
+            core.patch_node(node, {"metadata": {"labels": {POOL_LABEL: "a"}}})
+        queues = Queues(RestMapper(Kube(api)), queue_objects(ns, gpus=8))
+        for obj in queues.objects:
+            apply(queues.mapper, obj)
+        filler(core, ns, "on-a", node=a, gpus=2)
+        filler(core, ns, "on-b", node=b, gpus=1)
+        job = kueue_gpu_job("q", queue="team")
+        job["metadata"]["annotations"] = {own_kueue.ANNOTATION_ELASTIC: "true"}
+        template = job["spec"]["pytorchReplicaSpecs"][c.WORKER]["template"]["spec"]
+        template["tolerations"] = [{"key": LABEL, "operator": "Equal", "value": case}]
+        cluster.create(job)
+
+        def bound_on_one_node() -> bool:
+            nodes = set(placement(core, ns, "q").values())
+            return len(nodes) == 1 and nodes <= {a, b}
+
+        wait_for(bound_on_one_node, timeout=60, what="q's 2 workers on one node of the flavour")
+        cluster.scale("q", 4)
+        expected = {0: b, 1: b, 2: b, 3: None}
+        wait_for(lambda: placement(core, ns, "q") == expected, timeout=60, what=f"q at {expected}")
+        assert pp.gated(workers(core, ns, "q")[3])
+        assert outside not in placement(core, ns, "q").values()
+        slices = Kube(api).list(WORKLOADS, namespace=ns)["items"]
+        assert any(admitted(w) and own_kueue.counts(w) == {"worker": 4} for w in slices)
+        pool = {w["spec"]["nodeSelector"].get(POOL_LABEL) for w in workers(core, ns, "q").values()}
+        assert pool == {"a"}, "the flavour's node label on every worker"
+        core.delete_namespaced_pod("on-b", ns, grace_period_seconds=0)
+        expected = {0: b, 1: b, 2: b, 3: b}
+        wait_for(lambda: placement(core, ns, "q") == expected, what=f"q at {expected}")
+        cluster.jobs.delete_namespaced_custom_object(c.GROUP, c.VERSION, ns, c.PLURAL, "q")
         core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
 
 
