@@ -133,7 +133,12 @@ def test_a_goodput_job_measures_its_noise_adapts_and_finishes_its_work(
     records = [
         r for r in read_decision_log(scenario.workdir / "decisions.jsonl") if r["name"] == "goodput"
     ]
-    assert [r["replicas"] for r in records if r["written"]] == [2]  # grown once, kept there
+    written = [r for r in records if r["written"]]
+    # Grown to 2 and kept there; or, where its readings priced 1 worker above 2 by goodput (two
+    # workers on the two shared cores gained 1.1x in one run), shrunk once by the policy and
+    # grown back: every write the policy's, priced by goodput.
+    assert [r["replicas"] for r in written] in ([2], [2, 1, 2]), written
+    assert all(r["goodput"] and r["reason"] == "OptimalAllocation" for r in written), written
     # Each round at 2 workers: the engine's best batch there against the batch the job reported
     # running, both priced by the engine's model. The job re-chooses its batch every 20 steps as
     # its estimate and step times move: the last rounds are past the first re-choices there.

@@ -1,17 +1,37 @@
 """A service's main thread sees SIGTERM even when the kernel hands it to another thread."""
 
+import inspect
 import math
 import signal
+import sys
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from autoscaler.clients.stopping import stopped_within
+from tests.support.polling import wait_for
 
 # Far beyond the poll (0.05 s): only a wait the handler never woke reaches it.
 FALLBACK_SECONDS = 30.0
+
+
+def blocking_line() -> int:
+    """The line of `threading.Condition.wait` where a wait with a timeout blocks."""
+    lines, first = inspect.getsourcelines(threading.Condition.wait)
+    return first + next(
+        i for i, line in enumerate(lines) if "= waiter.acquire(True, timeout)" in line
+    )
+
+
+def main_thread_waiting() -> bool:
+    """Whether the main thread is blocked in a wait: past its last check for signals."""
+    frame = sys._current_frames().get(threading.main_thread().ident or 0)
+    return (
+        frame is not None
+        and frame.f_code is threading.Condition.wait.__code__
+        and frame.f_lineno == blocking_line()
+    )
 
 
 @pytest.fixture
@@ -27,7 +47,9 @@ def test_a_signal_taken_by_another_thread_ends_the_wait(stop_on_sigusr1: threadi
     fell_back = threading.Event()
 
     def signal_this_thread_then_fall_back() -> None:
-        time.sleep(0.2)  # the main thread blocked in its wait first: a signal before it is seen
+        wait_for(
+            main_thread_waiting, what="the main thread in its wait"
+        )  # a signal before it is seen
         signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)  # not the main thread
         if not stop.wait(FALLBACK_SECONDS):
             fell_back.set()
