@@ -4,7 +4,10 @@ printed, so the suite's budget stays visible.
 1. The unit and integration tiers, in three pytest-xdist processes on the two cores, one test
    file each at a time: the integration tier waits on servers for part of its time, which the
    other processes use (a fourth gains nothing). Each process starts its own control plane, as
-   its files need one.
+   its files need one. Files go out in collection order, the integration tier's slow ones
+   first and the unit tier's many short ones last, so that no process is left with a long file
+   at the end (xdist would order them by their count of tests: `docs/benchmarks.md`, Test
+   suite time).
 2. The e2e tier alone, in one process: its real training keeps both cores busy, and its figures
    (stalls, pauses, restarts) are measured without another tier's load.
 
@@ -26,7 +29,10 @@ class Phase:
 
 
 PHASES = (
-    Phase("unit and integration tiers", ("-m", "not e2e", "-n", "3", "--dist", "loadfile")),
+    Phase(
+        "unit and integration tiers",
+        ("-m", "not e2e", "-n", "3", "--dist", "loadfile", "--no-loadscope-reorder"),
+    ),
     Phase("e2e tier", ("-m", "e2e")),
 )
 
