@@ -19,14 +19,20 @@ import pytest
 from kubernetes import client
 
 from autoscaler.api import coordinates as c
-from autoscaler.clients.kube import Kube, api_client
+from autoscaler.clients.kube import Kube
 from autoscaler.controller.runner import Operator
 from autoscaler.observability.decision_log import read_decision_log
 from tests.integration.test_operator import Cluster, elastic_job
 from tests.support.apply import RestMapper, apply
 from tests.support.controlplane import ControlPlane
 from tests.support.engine_process import engine_config, engine_process
-from tests.support.kueue import GROUP, VERSION, KueueManager, kueue_binary, workload_of
+from tests.support.kueue import (
+    GROUP,
+    VERSION,
+    KueueManager,
+    running_kueue,
+    workload_of,
+)
 from tests.support.polling import wait_for
 from tests.support.prometheus import PrometheusServer
 from tests.support.training import GPU, Kubelet, Trainer, remove_jobs_and_pods
@@ -43,19 +49,9 @@ def kueue(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[KueueManager]:
     """Kueue, started once the PyTorchJob CRD is Established (so its integration starts at once)."""
-    kube = Kube(api_client(kubeconfig=str(control_plane.kubeconfig_path)))
-    manager = KueueManager(
-        binary=kueue_binary(),
-        kube=kube,
-        kubeconfig=control_plane.kubeconfig_path,
-        workdir=tmp_path_factory.mktemp("kueue"),
-    )
-    try:
-        manager.start()
+    workdir = tmp_path_factory.mktemp("kueue")
+    with running_kueue(control_plane.kubeconfig_path, workdir) as manager:
         yield manager
-    finally:
-        manager.stop()
-        kube.close()
 
 
 def queue_objects(namespace: str, *, gpus: int) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from kubernetes import client
 
 from autoscaler.api import coordinates as c
 from autoscaler.clients.engine_cluster import KubeCluster
-from autoscaler.clients.kube import WORKLOADS, Kube, NotFoundError, Resource, api_client
+from autoscaler.clients.kube import WORKLOADS, Kube, NotFoundError, Resource
 from autoscaler.controller import kueue as own
 from autoscaler.controller.runner import Operator
 from tests.integration.test_kueue import (
@@ -33,7 +33,7 @@ from tests.integration.test_kueue import (
 from tests.integration.test_operator import Cluster, passes_later
 from tests.support.apply import RestMapper, apply
 from tests.support.controlplane import ControlPlane
-from tests.support.kueue import KueueManager, kueue_binary, workload_of
+from tests.support.kueue import KueueManager, running_kueue, workload_of
 from tests.support.polling import wait_for
 from tests.support.training import Kubelet, remove_jobs_and_pods
 
@@ -48,20 +48,9 @@ def kueue(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[KueueManager]:
     """Kueue with PyTorchJob as an external framework, its Kubeflow integration off."""
-    kube = Kube(api_client(kubeconfig=str(control_plane.kubeconfig_path)))
-    manager = KueueManager(
-        binary=kueue_binary(),
-        kube=kube,
-        kubeconfig=control_plane.kubeconfig_path,
-        workdir=tmp_path_factory.mktemp("kueue-own"),
-        own_integration=True,
-    )
-    try:
-        manager.start()
+    workdir = tmp_path_factory.mktemp("kueue-own")
+    with running_kueue(control_plane.kubeconfig_path, workdir, own_integration=True) as manager:
         yield manager
-    finally:
-        manager.stop()
-        kube.close()
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from kubernetes import client
 from autoscaler.api import PyTorchJob, default_job
 from autoscaler.api import coordinates as c
 from autoscaler.api.packing import nodes_needed
-from autoscaler.clients.kube import WORKLOADS, Kube, api_client
+from autoscaler.clients.kube import WORKLOADS, Kube
 from autoscaler.controller import kueue as own_kueue
 from autoscaler.controller import planned_placement as pp
 from autoscaler.controller.builders import PodSettings, desired_pod
@@ -35,7 +35,7 @@ from tests.integration.test_packing import LABEL, NODE_GPUS, gpu_job, gpu_nodes,
 from tests.support.apply import RestMapper, apply
 from tests.support.controlplane import ControlPlane
 from tests.support.gang_scheduler import PROFILE, SchedulerPlugins, scheduler_plugins_binary
-from tests.support.kueue import KueueManager, kueue_binary
+from tests.support.kueue import KueueManager, running_kueue
 from tests.support.node_agent import GPU
 from tests.support.polling import wait_for
 
@@ -244,20 +244,9 @@ def kueue(
 ) -> Iterator[KueueManager]:
     """Kueue's manager on the module's plane, PyTorchJob among its external frameworks (for the
     operator's own integration)."""
-    kube = Kube(api_client(kubeconfig=str(plane[0].kubeconfig_path)))
-    manager = KueueManager(
-        binary=kueue_binary(),
-        kube=kube,
-        kubeconfig=plane[0].kubeconfig_path,
-        workdir=tmp_path_factory.mktemp("planned-kueue"),
-        own_integration=True,
-    )
-    try:
-        manager.start()
+    workdir = tmp_path_factory.mktemp("planned-kueue")
+    with running_kueue(plane[0].kubeconfig_path, workdir, own_integration=True) as manager:
         yield manager
-    finally:
-        manager.stop()
-        kube.close()
 
 
 def test_a_queued_elastic_job_is_placed_on_its_flavours_nodes_as_kueue_admits_each_slice(

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import base64
 import subprocess
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from autoscaler.clients.kube import Kube, NotFoundError, Resource
+from autoscaler.clients.kube import Kube, NotFoundError, Resource, api_client
 from autoscaler.controller.kueue import EXTERNAL_FRAMEWORK
 from tests.support.apply import RestMapper, apply
 from tests.support.controlplane import REPO_ROOT, built
@@ -270,3 +271,24 @@ def workload_of(kube: Kube, namespace: str, job_uid: str) -> JSON | None:
         if any(ref.get("uid") == job_uid and ref.get("controller") for ref in refs):
             return dict(workload)
     return None
+
+
+@contextmanager
+def running_kueue(
+    kubeconfig: Path, workdir: Path, *, own_integration: bool = False
+) -> Iterator[KueueManager]:
+    """Kueue's manager on the cluster of `kubeconfig` (its admin's), stopped at the end."""
+    kube = Kube(api_client(kubeconfig=str(kubeconfig)))
+    manager = KueueManager(
+        binary=kueue_binary(),
+        kube=kube,
+        kubeconfig=kubeconfig,
+        workdir=workdir,
+        own_integration=own_integration,
+    )
+    try:
+        manager.start()
+        yield manager
+    finally:
+        manager.stop()
+        kube.close()
