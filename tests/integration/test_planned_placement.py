@@ -2,8 +2,9 @@
 elastic job's workers are held by their scheduling gate until they pack, pinned to the nodes the
 operator chose, and moved when a growth needs other nodes.
 
-A control plane of its own (the session's operator runs without the flag), with kube-scheduler
-and the scheduler-plugins gang scheduler, 4-GPU Nodes as API objects (nothing runs the pods:
+A control plane of its own (the session's operator runs without the flag), with kube-scheduler,
+the scheduler-plugins gang scheduler and, for the queued job, Kueue's manager, 4-GPU Nodes as
+API objects (nothing runs the pods:
 binding is what is measured), and filler pods bound straight to the nodes to take their room. A
 reaper finishes the pods the operator deletes, the kubelet's part."""
 
