@@ -9,8 +9,10 @@ that: the seconds with that choice are what the check can tell the placements ap
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -20,7 +22,7 @@ from kubernetes import client
 
 from autoscaler.api import coordinates as c
 from autoscaler.api.packing import nodes_needed
-from autoscaler.clients.kube import NODES, PODS, Kube
+from autoscaler.clients.kube import NODES, PODS, Resource
 from autoscaler.controller.planned_placement import requested
 from autoscaler.controller.pods import is_terminating, phase
 from tests.e2e.watching import ListWatch
@@ -160,24 +162,36 @@ def running_gpu_worker(pod: JSON) -> bool:
 
 
 class PlacementWatch:
-    """The layouts of a namespace's GPU jobs, from a watch on its pods."""
+    """The layouts of a namespace's GPU jobs, from watches on its pods and on the nodes."""
 
     def __init__(self, api: client.ApiClient, namespace: str, operator: ServiceProcess) -> None:
         self.api, self.operator = api, operator
         self._counts = placement_counts(operator)
         self.layouts: list[Layout] = []
         self._latest: dict[str, tuple[bool | None, bool]] = {}  # each job's newest layout
-        self._pods: dict[str, JSON] = {}  # name -> the newest object seen
-        self._watch = ListWatch(api, PODS, namespace, on_list=self._listed, on_event=self._changed)
+        self._seen: dict[Resource, dict[str, JSON]] = {PODS: {}, NODES: {}}  # newest by name
+        self._lock = threading.Lock()  # the two watches' threads note in turn
+        self._watches = [
+            ListWatch(
+                api,
+                resource,
+                scope,
+                on_list=functools.partial(self._listed, resource),
+                on_event=functools.partial(self._changed, resource),
+            )
+            for resource, scope in ((NODES, None), (PODS, namespace))
+        ]
 
     def start(self) -> PlacementWatch:
-        self._watch.start()
+        for watch in self._watches:
+            watch.start()
         return self
 
     def stop(self) -> SpreadTime:
         """Stop watching; the spread time up to now, and the workers placed since the start."""
         end, (placed, moved) = time.time(), placement_counts(self.operator)
-        self._watch.stop()
+        for watch in self._watches:
+            watch.stop()
         spent = spread_time(self.layouts, end=end)
         return SpreadTime(
             spent.spread_seconds,
@@ -187,16 +201,18 @@ class PlacementWatch:
             moved_workers=moved - self._counts[1],
         )
 
-    def _listed(self, pods: list[JSON]) -> None:
-        self._pods = {pod["metadata"]["name"]: pod for pod in pods}
-        self._note()
+    def _listed(self, resource: Resource, items: list[JSON]) -> None:
+        with self._lock:
+            self._seen[resource] = {item["metadata"]["name"]: item for item in items}
+            self._note()
 
-    def _changed(self, kind: str, pod: JSON) -> None:
-        if kind == "DELETED":
-            self._pods.pop(pod["metadata"]["name"], None)
-        elif kind in ("ADDED", "MODIFIED"):
-            self._pods[pod["metadata"]["name"]] = pod
-        self._note()
+    def _changed(self, resource: Resource, kind: str, item: JSON) -> None:
+        with self._lock:
+            if kind == "DELETED":
+                self._seen[resource].pop(item["metadata"]["name"], None)
+            elif kind in ("ADDED", "MODIFIED"):
+                self._seen[resource][item["metadata"]["name"]] = item
+            self._note()
 
     def _note(self) -> None:
         """A layout for each job whose spread changed (or that started or stopped running)."""
@@ -218,7 +234,7 @@ class PlacementWatch:
     def _placed(self, node_gpus: Mapping[str, int]) -> dict[str, list[tuple[str, int]]]:
         """Each job's running GPU workers on nodes there are: (node, GPUs) each."""
         placed: dict[str, list[tuple[str, int]]] = {}
-        for pod in self._pods.values():
+        for pod in self._seen[PODS].values():
             if running_gpu_worker(pod) and pod["spec"]["nodeName"] in node_gpus:
                 job = pod["metadata"]["labels"][c.LABEL_JOB_NAME]
                 placed.setdefault(job, []).append((pod["spec"]["nodeName"], gpus(pod)))
@@ -227,7 +243,7 @@ class PlacementWatch:
     def _gpu_nodes(self) -> dict[str, int]:
         """The cluster's nodes with GPUs, and their GPUs (a node gone is not among them)."""
         capacity = {
-            node["metadata"]["name"]: (node.get("status") or {}).get("capacity") or {}
-            for node in Kube(self.api).list(NODES)["items"]
+            name: (node.get("status") or {}).get("capacity") or {}
+            for name, node in self._seen[NODES].items()
         }
         return {name: int(held[GPU]) for name, held in capacity.items() if int(held.get(GPU, 0))}

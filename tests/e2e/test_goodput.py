@@ -111,7 +111,7 @@ class Snapshots:
 def test_a_goodput_job_measures_its_noise_adapts_and_finishes_its_work(
     scenario: Scenario, torch_env: Path
 ) -> None:
-    scenario.nodes(2, gpus=4)  # the job's 2 workers may share a node or not: they must
+    scenario.nodes(2, gpus=4)  # room to spread its 2 workers: the planned placement packs them
     job = scenario.job("goodput")
     job.create(goodput_manifest(job))
     snapshots = Snapshots(job)

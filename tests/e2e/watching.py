@@ -16,15 +16,15 @@ JSON = dict[str, Any]
 
 
 class ListWatch:
-    """A thread that lists `resource` in `namespace`, then watches it, and lists again whenever
-    the watch ends (its timeout, the API server restarting), until stopped: `on_list(items)`
-    with every listing, `on_event(type, object)` with every change."""
+    """A thread that lists `resource` in `namespace` (None: the cluster's), then watches it, and
+    lists again whenever the watch ends (its timeout, the API server restarting), until
+    stopped: `on_list(items)` with every listing, `on_event(type, object)` with every change."""
 
     def __init__(
         self,
         api: client.ApiClient,
         resource: Resource,
-        namespace: str,
+        namespace: str | None,
         *,
         on_list: Callable[[list[JSON]], None],
         on_event: Callable[[str, JSON], None],
